@@ -1,0 +1,6 @@
+//! ctrlkit: Kubernetes' controller machinery (client-go's work queue, informers, leader election
+//! and the controller loop) in Rust.
+//!
+//! This facade re-exports the ctrlkit crates under one name.
+
+pub use ctrlkit_workqueue as workqueue;

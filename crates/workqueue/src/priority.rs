@@ -1,0 +1,290 @@
+//! [`PriorityQueue`]: controller-runtime's priority work queue, with aging so that low-priority
+//! items cannot starve.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::delaying::Delayer;
+use crate::item::{QueueHandle, WorkItem, sealed};
+use crate::metrics::MetricsConfig;
+use crate::priority_backlog::PriorityBacklog;
+use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};
+
+/// The priority controller-runtime gives to events of an informer's initial list, so that real
+/// changes go first after a restart.
+pub const LOW_PRIORITY: i32 = -100;
+
+/// How long an item may be ready before it overtakes every item that became ready after it,
+/// whatever their priorities (see [`PriorityQueueBuilder::max_wait`]).
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// How to add an item to a [`PriorityQueue`], as controller-runtime's `AddOpts`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AddOpts {
+    /// Higher is handed out first; 0 by default.
+    pub priority: i32,
+    /// Make the item ready only after this delay.
+    pub after: Duration,
+    /// Ask the rate limiter for a delay too (counting a failure); the shorter of a non-zero
+    /// `after` and the limiter's wait is used, as controller-runtime.
+    pub rate_limited: bool,
+}
+
+impl AddOpts {
+    /// Options with `priority` and nothing else.
+    pub fn priority(priority: i32) -> Self {
+        Self {
+            priority,
+            ..Self::default()
+        }
+    }
+}
+
+/// A rate-limiting work queue that hands out the highest priority first, FIFO within a priority,
+/// as controller-runtime's `priorityqueue` (its default since v0.23).
+///
+/// Everything [`RateLimitingQueue`](crate::RateLimitingQueue) guarantees holds: deduplication, no
+/// item handed to two workers at once, drain. Re-adding a waiting item keeps the higher priority
+/// and the earlier ready time; a raised priority moves the item to the back of its new level. A
+/// plain add of an item waiting for a delay makes it ready at once.
+///
+/// Beyond controller-runtime, items age: once an item has been ready for
+/// [`max_wait`](PriorityQueueBuilder::max_wait) (default [`DEFAULT_MAX_WAIT`]) it is handed out
+/// before every item that became ready after it. Under a steady stream of high-priority changes,
+/// a low-priority item therefore waits at most `max_wait` plus the processing of the items that
+/// were ready before it, instead of forever.
+///
+/// Where controller-runtime differs from client-go, this queue keeps client-go's behaviour: after
+/// shutdown, `get` still hands out ready items before returning `None`; an item re-added while it
+/// is processed is not counted by `len` until it is done.
+///
+/// ```
+/// use ctrlkit_workqueue::{AddOpts, LOW_PRIORITY, PriorityQueue};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let queue = PriorityQueue::builder().build();
+/// queue.add_with_opts("from-initial-list", AddOpts::priority(LOW_PRIORITY));
+/// queue.add("changed");
+/// assert_eq!(*queue.get().await.unwrap(), "changed");
+/// assert_eq!(*queue.get().await.unwrap(), "from-initial-list");
+/// # }
+/// ```
+pub struct PriorityQueue<T: Clone + Eq + Hash + Send + 'static> {
+    inner: Arc<Delayer<T, PriorityBacklog<T>>>,
+    limiter: Arc<dyn RateLimiter<T>>,
+}
+
+/// Builds a [`PriorityQueue`].
+#[must_use]
+pub struct PriorityQueueBuilder<T> {
+    limiter: Option<Arc<dyn RateLimiter<T>>>,
+    metrics: Option<MetricsConfig>,
+    max_wait: Duration,
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueueBuilder<T> {
+    /// The rate limiter of rate-limited adds; controller-runtime's default is exponential from
+    /// 5 ms to 1000 s.
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<T> + 'static) -> Self {
+        self.limiter = Some(Arc::new(limiter));
+        self
+    }
+
+    /// Report client-go's workqueue metrics.
+    pub fn metrics(mut self, config: MetricsConfig) -> Self {
+        self.metrics = Some(config);
+        self
+    }
+
+    /// The aging bound: an item ready this long goes before every item that became ready after
+    /// it. `Duration::MAX` turns aging off (strict priorities, as controller-runtime).
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// The queue.
+    pub fn build(self) -> PriorityQueue<T> {
+        let limiter = self.limiter.unwrap_or_else(|| {
+            Arc::new(ItemExponentialFailureRateLimiter::new(
+                Duration::from_millis(5),
+                Duration::from_secs(1000),
+            ))
+        });
+        PriorityQueue {
+            inner: Delayer::new(PriorityBacklog::new(self.max_wait), self.metrics.as_ref()),
+            limiter,
+        }
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
+    /// A builder with controller-runtime's defaults and aging after [`DEFAULT_MAX_WAIT`].
+    pub fn builder() -> PriorityQueueBuilder<T> {
+        PriorityQueueBuilder {
+            limiter: None,
+            metrics: None,
+            max_wait: DEFAULT_MAX_WAIT,
+        }
+    }
+
+    /// Adds `item` at priority 0.
+    pub fn add(&self, item: T) {
+        self.add_with_opts(item, AddOpts::default());
+    }
+
+    /// Adds `item` with a priority, a delay and/or a rate-limited delay.
+    pub fn add_with_opts(&self, item: T, opts: AddOpts) {
+        let mut delay = opts.after;
+        if opts.rate_limited {
+            let limited = self.limiter.when(&item);
+            delay = if delay.is_zero() {
+                limited
+            } else {
+                delay.min(limited)
+            };
+        }
+        if delay.is_zero() {
+            let rank = match self.inner.cancel_wait(&item) {
+                Some(waited) => waited.max(opts.priority),
+                None => opts.priority,
+            };
+            self.inner.core.add(item, rank);
+        } else if !self.inner.core.touch_if_ready(&item, opts.priority) {
+            Delayer::add_after(&self.inner, item, delay, opts.priority);
+        }
+    }
+
+    /// Adds `item` at priority 0 after `delay`.
+    pub fn add_after(&self, item: T, delay: Duration) {
+        self.add_with_opts(
+            item,
+            AddOpts {
+                after: delay,
+                ..AddOpts::default()
+            },
+        );
+    }
+
+    /// Adds `item` at priority 0 after its rate limiter's wait.
+    pub fn add_rate_limited(&self, item: T) {
+        self.add_with_opts(
+            item,
+            AddOpts {
+                rate_limited: true,
+                ..AddOpts::default()
+            },
+        );
+    }
+
+    /// Tells the rate limiter to stop tracking `item`.
+    pub fn forget(&self, item: &T) {
+        self.limiter.forget(item);
+    }
+
+    /// How many times `item` has been rate-limited since it was last forgotten.
+    pub fn num_requeues(&self, item: &T) -> usize {
+        self.limiter.num_requeues(item)
+    }
+
+    /// How many items are ready to be handed out.
+    pub fn len(&self) -> usize {
+        self.inner.core.len()
+    }
+
+    /// Whether no item is ready to be handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many items wait for a delay to pass.
+    pub fn waiting_len(&self) -> usize {
+        self.inner.waiting_len()
+    }
+
+    /// Waits for the ready item of highest priority; `None` only when shut down and empty.
+    /// Cancel-safe.
+    pub async fn get(&self) -> Option<WorkItem<T, Self>> {
+        Delayer::ensure_timer(&self.inner);
+        let item = self.inner.core.get().await?;
+        Some(WorkItem::new(item, self.clone()))
+    }
+
+    /// Marks `item` as processed (dropping the [`WorkItem`] does the same).
+    pub fn done(&self, item: &T) {
+        self.inner.core.done(item);
+    }
+
+    /// Drops further adds and waiting items, stops the timer, makes idle `get`s return `None`.
+    pub fn shut_down(&self) {
+        self.inner.shut_down();
+    }
+
+    /// Shuts down, then waits until every item handed out is done.
+    pub async fn shut_down_with_drain(&self) {
+        let drain = self.inner.core.shut_down_with_drain();
+        self.inner.stop_timer();
+        drain.await;
+    }
+
+    /// Whether the queue is shutting down.
+    pub fn shutting_down(&self) -> bool {
+        self.inner.core.shutting_down()
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> WorkItem<T, PriorityQueue<T>> {
+    /// Success: the rate limiter forgets the item's failures, and processing ends.
+    pub fn forget(self) {
+        self.queue().forget(self.item());
+    }
+
+    /// Failure: the item comes back after its rate limiter's wait, and processing ends.
+    pub fn requeue_rate_limited(self) {
+        self.queue().add_rate_limited(self.item().clone());
+    }
+
+    /// The item comes back after `delay`, and processing ends.
+    pub fn requeue_after(self, delay: Duration) {
+        self.queue().add_after(self.item().clone(), delay);
+    }
+
+    /// The item comes back as `opts` say, and processing ends.
+    pub fn requeue_with_opts(self, opts: AddOpts) {
+        self.queue().add_with_opts(self.item().clone(), opts);
+    }
+
+    /// How many times the item has been rate-limited since it was last forgotten.
+    pub fn num_requeues(&self) -> usize {
+        self.queue().num_requeues(self.item())
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> Clone for PriorityQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            limiter: Arc::clone(&self.limiter),
+        }
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for PriorityQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PriorityQueue")
+            .field("len", &self.len())
+            .field("waiting", &self.waiting_len())
+            .field("shutting_down", &self.shutting_down())
+            .finish()
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for PriorityQueue<T> {}
+
+impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for PriorityQueue<T> {
+    fn finish(&self, item: &T) {
+        self.inner.core.done(item);
+    }
+}

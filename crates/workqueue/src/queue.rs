@@ -1,0 +1,185 @@
+//! [`Queue`]: client-go's basic work queue (ordered, deduplicating, never handing one item to two
+//! workers at once).
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::{Arc, Weak};
+
+use crate::backlog::{Backlog, Fifo};
+use crate::core::Core;
+use crate::item::{QueueHandle, WorkItem, sealed};
+use crate::metrics::{MetricsConfig, QueueMetricHandles};
+
+/// A work queue, as client-go's `workqueue.Interface`.
+///
+/// - Ordered: items are handed out in the order they were added.
+/// - Deduplicating: an item added several times before it is handed out is handed out once.
+/// - Exclusive: an item is never handed to two workers at once; added again while it is being
+///   processed, it is handed out again after [`done`](Queue::done).
+/// - After [`shut_down`](Queue::shut_down) adds are dropped, and [`get`](Queue::get) hands out
+///   what is still queued, then returns `None`.
+///
+/// `Queue` is a handle: clone it to share one queue between producers and workers.
+///
+/// ```
+/// use ctrlkit_workqueue::Queue;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let queue = Queue::new();
+/// queue.add("default/a");
+/// queue.add("default/b");
+/// queue.add("default/a"); // deduplicated
+/// assert_eq!(queue.len(), 2);
+///
+/// queue.shut_down();
+/// let mut seen = Vec::new();
+/// while let Some(item) = queue.get().await {
+///     seen.push(*item);
+/// }
+/// assert_eq!(seen, ["default/a", "default/b"]);
+/// # }
+/// ```
+pub struct Queue<T: Clone + Eq + Hash + Send + 'static> {
+    core: Arc<Core<T, Fifo<T>>>,
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> Queue<T> {
+    /// A queue without metrics.
+    pub fn new() -> Self {
+        Self {
+            core: Arc::new(Core::new(Fifo::default(), None)),
+        }
+    }
+
+    /// A queue that reports client-go's workqueue metrics.
+    ///
+    /// The unfinished-work gauges are refreshed by a task on the current Tokio runtime; created
+    /// outside a runtime, the queue works and reports every other metric, and those two gauges
+    /// stay at zero.
+    pub fn with_metrics(config: MetricsConfig) -> Self {
+        let core = Arc::new(new_core(Fifo::default(), Some(&config)));
+        spawn_unfinished_work_updater(&core, &config);
+        Self { core }
+    }
+
+    /// Adds `item` unless it is already waiting (dropped once the queue is shut down).
+    pub fn add(&self, item: T) {
+        self.core.add(item, ());
+    }
+
+    /// How many items are waiting to be handed out (an item re-added while it is being processed
+    /// is not counted until it is done).
+    pub fn len(&self) -> usize {
+        self.core.len()
+    }
+
+    /// Whether no item is waiting to be handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits for the next item. Returns `None` only when the queue is shut down and empty.
+    ///
+    /// Cancel-safe: dropping the future before it completes loses no item.
+    pub async fn get(&self) -> Option<WorkItem<T, Self>> {
+        let item = self.core.get().await?;
+        Some(WorkItem::new(item, self.clone()))
+    }
+
+    /// Marks `item` as processed, for client-go parity; dropping the [`WorkItem`] does the same.
+    /// An item that is not being processed is ignored.
+    pub fn done(&self, item: &T) {
+        self.core.done(item);
+    }
+
+    /// Drops further adds and makes idle `get`s return `None`; cancels a drain in progress.
+    pub fn shut_down(&self) {
+        self.core.shut_down();
+    }
+
+    /// Shuts down like [`shut_down`](Queue::shut_down), then waits until every item handed out
+    /// is done. A `shut_down` while it waits ends the wait.
+    pub async fn shut_down_with_drain(&self) {
+        self.core.shut_down_with_drain().await;
+    }
+
+    /// Whether the queue is shutting down.
+    pub fn shutting_down(&self) -> bool {
+        self.core.shutting_down()
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> Default for Queue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> Clone for Queue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            core: Arc::clone(&self.core),
+        }
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for Queue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("len", &self.len())
+            .field("shutting_down", &self.shutting_down())
+            .finish()
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for Queue<T> {}
+
+impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for Queue<T> {
+    fn finish(&self, item: &T) {
+        self.core.done(item);
+    }
+}
+
+/// A core with the metric handles `config` asks for.
+pub(crate) fn new_core<T, B>(backlog: B, config: Option<&MetricsConfig>) -> Core<T, B>
+where
+    T: Clone + Eq + Hash + Send + 'static,
+    B: Backlog<T>,
+{
+    let handles =
+        config.map(|config| Arc::new(QueueMetricHandles::new(&*config.provider, &config.name)));
+    Core::new(backlog, handles)
+}
+
+/// Refreshes the unfinished-work gauges of `core` every period until the queue shuts down or is
+/// dropped, as client-go's `updateUnfinishedWorkLoop`.
+pub(crate) fn spawn_unfinished_work_updater<T, B>(core: &Arc<Core<T, B>>, config: &MetricsConfig)
+where
+    T: Clone + Eq + Hash + Send + 'static,
+    B: Backlog<T> + 'static,
+{
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(
+            queue = %config.name,
+            "workqueue created outside a Tokio runtime: its unfinished-work gauges are not refreshed"
+        );
+        return;
+    };
+    let weak: Weak<Core<T, B>> = Arc::downgrade(core);
+    let period = config.unfinished_work_update_period;
+    // The first tick is one period after the queue was made, not after the task first runs.
+    let start = tokio::time::Instant::now() + period;
+    runtime.spawn(async move {
+        let mut ticks = tokio::time::interval_at(start, period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(core) = weak.upgrade() else {
+                return;
+            };
+            if !core.update_unfinished_work() {
+                return;
+            }
+        }
+    });
+}

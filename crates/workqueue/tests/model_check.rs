@@ -1,0 +1,1 @@
+//! Model checking with shuttle (written below).

@@ -1,0 +1,1 @@
+//! Runnable examples of ctrlkit: see the `[[example]]` targets.
