@@ -1,13 +1,17 @@
-//! The lock the queues are built on, swappable for shuttle's under the `model-check` feature.
+//! The lock the queues are built on, swappable for shuttle's or loom's under the features of
+//! the same names.
 //!
 //! Every interleaving-sensitive piece of the queue (the dirty and processing bookkeeping, the
 //! waiter lists) sits behind this one mutex, so swapping it lets shuttle explore every schedule.
 
-#[cfg(not(feature = "model-check"))]
+#[cfg(not(any(feature = "shuttle", feature = "loom")))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
-#[cfg(feature = "model-check")]
+#[cfg(feature = "shuttle")]
 pub(crate) use shuttle::sync::{Mutex, MutexGuard};
+
+#[cfg(all(feature = "loom", not(feature = "shuttle")))]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 /// Locks `mutex`, taking the state over even if a thread panicked while holding it.
 ///
@@ -23,9 +27,9 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The hasher of the queue's maps: fast, and seeded per map except under model checking, where a
 /// fixed seed keeps schedules replayable.
-#[cfg(not(feature = "model-check"))]
+#[cfg(not(any(feature = "shuttle", feature = "loom")))]
 pub(crate) type HashState = foldhash::fast::RandomState;
-#[cfg(feature = "model-check")]
+#[cfg(any(feature = "shuttle", feature = "loom"))]
 pub(crate) type HashState = foldhash::fast::FixedState;
 
 /// A `HashMap` with the queue's hasher.

@@ -1,1 +1,0 @@
-//! Model checking with shuttle (written below).
