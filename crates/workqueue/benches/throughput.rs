@@ -9,12 +9,14 @@
 //!   consumer doing get, forget, done.
 //!
 //! Run: `cargo bench -p ctrlkit-workqueue --bench throughput` (add `-- --quick` for one round).
-//! Keys are `String`s like `"default/object-000042"` (what controllers queue), and, for (a) and
-//! (a'), also `u64`s. Each figure is the median of several rounds.
+//! Keys are `Arc<str>`s like `"default/object-000042"`: like a Go string (what client-go queues),
+//! copying one copies a pointer. (a) and (a') are also run with `String` keys, whose every copy
+//! allocates, and `u64`s. Each figure is the median of several rounds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::hash::Hash;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctrlkit_workqueue::{ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue};
@@ -23,8 +25,14 @@ const A_KEYS: usize = 1_000_000;
 const B_KEYS: usize = 100_000;
 const C_KEYS: usize = 100_000;
 
+type Key = Arc<str>;
+
 fn string_keys(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("default/object-{i:06}")).collect()
+}
+
+fn keys(n: usize) -> Vec<Key> {
+    string_keys(n).into_iter().map(Key::from).collect()
 }
 
 fn median(mut rates: Vec<f64>) -> f64 {
@@ -78,7 +86,7 @@ fn interleaved<T: Clone + Eq + Hash + Send + 'static>(keys: &[T]) -> f64 {
 }
 
 /// (b): 4 producers × 4 consumers on a two-thread runtime; adds per second.
-fn producers_consumers(keys: &[String], rounds: usize) -> f64 {
+fn producers_consumers(keys: &[Key], rounds: usize) -> f64 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
@@ -86,7 +94,7 @@ fn producers_consumers(keys: &[String], rounds: usize) -> f64 {
         .unwrap();
     let keys = std::sync::Arc::new(keys.to_vec());
     runtime.block_on(async move {
-        let queue: Queue<String> = Queue::new();
+        let queue: Queue<Key> = Queue::new();
         let start = Instant::now();
         let producers: Vec<_> = (0..4)
             .map(|_| {
@@ -130,7 +138,7 @@ fn producers_consumers(keys: &[String], rounds: usize) -> f64 {
 }
 
 /// (c): rate-limited adds, one consumer doing get, forget, done.
-fn rate_limited(keys: &[String]) -> f64 {
+fn rate_limited(keys: &[Key]) -> f64 {
     let runtime = current_thread();
     let keys = keys.to_vec();
     runtime.block_on(async move {
@@ -158,43 +166,70 @@ fn measure(rounds: usize, mut run: impl FnMut() -> f64) -> f64 {
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
     let rounds = if quick { 1 } else { 5 };
-    let a_strings = string_keys(A_KEYS);
-    let a_ints: Vec<u64> = (0..A_KEYS as u64).collect();
-    let b_keys = string_keys(B_KEYS);
-    let c_keys = string_keys(C_KEYS);
+    // Keys are made on first use, so that a filtered run makes only its own.
+    let a_keys = std::cell::OnceCell::new();
+    let a_keys = || a_keys.get_or_init(|| keys(A_KEYS)).as_slice();
+    let a_strings = std::cell::OnceCell::new();
+    let a_strings = || a_strings.get_or_init(|| string_keys(A_KEYS)).as_slice();
+    let a_ints = std::cell::OnceCell::new();
+    let a_ints = || {
+        a_ints
+            .get_or_init(|| (0..A_KEYS as u64).collect::<Vec<_>>())
+            .as_slice()
+    };
+    let b_keys = keys(B_KEYS);
+    let c_keys = keys(C_KEYS);
 
+    // Optional filter: only the scenarios whose name contains this text.
+    let filter = std::env::args()
+        .skip(1)
+        .find(|arg| !arg.starts_with("--"))
+        .unwrap_or_default();
     println!("ctrlkit-workqueue throughput (median of {rounds} rounds; M = million per second)");
-    let rows: Vec<(&str, f64)> = vec![
+    type Scenario<'a> = (&'static str, Box<dyn FnMut() -> f64 + 'a>);
+    let scenarios: Vec<Scenario> = vec![
+        (
+            "(a)  1M distinct keys, adds then drain",
+            Box::new(|| adds_then_drain(a_keys())),
+        ),
         (
             "(a)  1M distinct String keys, adds then drain",
-            measure(rounds, || adds_then_drain(&a_strings)),
+            Box::new(|| adds_then_drain(a_strings())),
         ),
         (
             "(a)  1M distinct u64 keys, adds then drain",
-            measure(rounds, || adds_then_drain(&a_ints)),
+            Box::new(|| adds_then_drain(a_ints())),
+        ),
+        (
+            "(a') 1M keys, add;get;done interleaved",
+            Box::new(|| interleaved(a_keys())),
         ),
         (
             "(a') 1M String keys, add;get;done interleaved",
-            measure(rounds, || interleaved(&a_strings)),
+            Box::new(|| interleaved(a_strings())),
         ),
         (
             "(a') 1M u64 keys, add;get;done interleaved",
-            measure(rounds, || interleaved(&a_ints)),
+            Box::new(|| interleaved(a_ints())),
         ),
         (
             "(b1) 4x4, 100k keys, each producer adds each once (adds/s)",
-            measure(rounds, || producers_consumers(&b_keys, 1)),
+            Box::new(|| producers_consumers(&b_keys, 1)),
         ),
         (
             "(b10) 4x4, 100k keys, each producer adds each 10x (adds/s)",
-            measure(rounds, || producers_consumers(&b_keys, 10)),
+            Box::new(|| producers_consumers(&b_keys, 10)),
         ),
         (
             "(c)  100k keys add_rate_limited exp(5ms,1000s), get/forget/done",
-            measure(rounds, || rate_limited(&c_keys)),
+            Box::new(|| rate_limited(&c_keys)),
         ),
     ];
-    for (name, rate) in rows {
+    for (name, run) in scenarios {
+        if !name.contains(filter.as_str()) {
+            continue;
+        }
+        let rate = measure(rounds, run);
         println!("{name:<68} {:>7.2} M/s", rate / 1e6);
     }
 }

@@ -1,14 +1,14 @@
 //! The order in which a queue hands out its ready items: FIFO for the client-go queues, by
 //! priority (with aging) for [`PriorityQueue`](crate::PriorityQueue).
 //!
-//! A backlog only orders items; deduplication, the processing set and shutdown live in the queue
-//! core, which guarantees that an item is in the backlog at most once.
+//! A backlog orders slot numbers (the core keeps the items); deduplication, the processing set and
+//! shutdown live in the queue core, which guarantees that a slot is in the backlog at most once.
 
 use std::collections::VecDeque;
 
 /// An ordering of ready items, as client-go's `Queue` storage interface (`Push`, `Pop`, `Touch`,
 /// `Len`).
-pub(crate) trait Backlog<T>: Send {
+pub(crate) trait Backlog: Send {
     /// What an add says about an item's place besides its arrival (a priority, or nothing).
     type Rank: Copy + Default + Send + 'static;
 
@@ -16,44 +16,36 @@ pub(crate) trait Backlog<T>: Send {
     fn merge(a: Self::Rank, b: Self::Rank) -> Self::Rank;
 
     /// Appends an item that is not in the backlog.
-    fn push(&mut self, item: T, rank: Self::Rank);
+    fn push(&mut self, slot: u32, rank: Self::Rank);
 
     /// An item already in the backlog was added again with `rank`.
-    fn touch(&mut self, item: &T, rank: Self::Rank);
+    fn touch(&mut self, slot: u32, rank: Self::Rank);
 
     /// Takes the next item to hand out.
-    fn pop(&mut self) -> Option<T>;
+    fn pop(&mut self) -> Option<u32>;
 
     /// How many items are ready.
     fn len(&self) -> usize;
 }
 
 /// First in, first out: client-go's default queue storage.
-#[derive(Debug)]
-pub(crate) struct Fifo<T> {
-    items: VecDeque<T>,
+#[derive(Debug, Default)]
+pub(crate) struct Fifo {
+    items: VecDeque<u32>,
 }
 
-impl<T> Default for Fifo<T> {
-    fn default() -> Self {
-        Self {
-            items: VecDeque::new(),
-        }
-    }
-}
-
-impl<T: Send> Backlog<T> for Fifo<T> {
+impl Backlog for Fifo {
     type Rank = ();
 
     fn merge(_: (), _: ()) {}
 
-    fn push(&mut self, item: T, _: ()) {
-        self.items.push_back(item);
+    fn push(&mut self, slot: u32, _: ()) {
+        self.items.push_back(slot);
     }
 
-    fn touch(&mut self, _: &T, _: ()) {}
+    fn touch(&mut self, _: u32, _: ()) {}
 
-    fn pop(&mut self) -> Option<T> {
+    fn pop(&mut self) -> Option<u32> {
         let item = self.items.pop_front();
         // Give memory back once a burst has drained, as client-go lets its slice shrink.
         if self.items.is_empty() && self.items.capacity() > 4096 {

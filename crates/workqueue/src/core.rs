@@ -1,149 +1,420 @@
-//! The state machine every queue shares: the backlog of ready items, the dirty and processing
-//! bookkeeping, shutdown and drain, and the tasks parked in `get` or in a drain.
+//! The state machine every queue shares: the items and where each stands, the backlog of ready
+//! items, the items waiting for a delay, shutdown and drain, and the tasks parked in `get` or in a
+//! drain.
 //!
-//! It is client-go's `Typed` queue with one map instead of two sets: an item has an entry while it
-//! is dirty (waiting to be handed out) or processing (handed out, not yet done), or both (added
-//! again while being processed, to be handed out again after `done`).
+//! It is client-go's `Typed` queue plus its delaying queue's heap under one lock. Instead of a
+//! `dirty` set, a `processing` set and a map of waiting items (three hashes per item and a copy of
+//! the item in each), every item lives once in a slot of a slab, found through a hash table of
+//! slot numbers; the backlog and the timer heap hold slot numbers. An item costs one hash lookup
+//! when added and one when done, whatever its type, and the table stays small enough for the CPU
+//! cache.
 
-use std::collections::hash_map::Entry as MapEntry;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::future::Future;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
+use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use crate::backlog::Backlog;
 use crate::metrics::{QueueMetricHandles, QueueMetrics};
-use crate::sync::{HashMap, Mutex, lock};
+use crate::sync::{HashState, Mutex, lock};
 use crate::waiters::Waiters;
 
-/// Where one item stands.
-struct ItemState<R> {
-    /// Waiting to be handed out (in the backlog, or parked until its processing is done).
-    dirty: bool,
-    /// Handed out by `get` and not done yet.
-    processing: bool,
-    /// The merged rank of the adds made while processing, used when it goes back to the backlog.
-    pending_rank: Option<R>,
+/// The longest delay a queue honours; longer ones are shortened to it. About ten years: far
+/// beyond any sensible retry, and far from overflowing the clock.
+pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+
+/// Which item a [`WorkItem`](crate::WorkItem) holds: its slot, and the slot's generation so that
+/// a stale ticket (its item already done by other means) is recognized.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    slot: u32,
+    generation: u32,
 }
 
-struct State<T, B: Backlog<T>> {
+/// Where one item stands.
+struct Slot<T, R> {
+    /// The item; `None` while the slot is free.
+    item: Option<T>,
+    /// The item's hash (see `Core::hash`); once the slot is free, that of its table entry.
+    hash: u32,
+    generation: u32,
+    /// Waiting to be handed out: in the backlog, or (while processing) to re-enter it after done.
+    dirty: bool,
+    /// Handed out by `get`, not done yet.
+    processing: bool,
+    /// The merged rank of adds made while processing, used when it re-enters the backlog.
+    pending_rank: R,
+    /// The ready time of a delayed add, and its rank.
+    wait: Option<(Instant, R)>,
+}
+
+impl<T, R> Slot<T, R> {
+    fn is_unused(&self) -> bool {
+        !self.dirty && !self.processing && self.wait.is_none()
+    }
+}
+
+/// An entry of the hash table: a slot, and its item's hash (so that growing the table and
+/// rejecting a tag collision need not touch the slab).
+#[derive(Clone, Copy)]
+struct IndexEntry {
+    slot: u32,
+    hash: u32,
+}
+
+/// The 64-bit hash the table sees for a 32-bit one: the same bits below (they pick the bucket)
+/// and above (the top seven are the tag).
+fn spread(short: u32) -> u64 {
+    u64::from(short) | (u64::from(short) << 32)
+}
+
+/// A timer-heap entry; valid only while its slot still waits for exactly this time.
+type TimerEntry = Reverse<(Instant, u64, u32, u32)>;
+
+struct State<T, B: Backlog> {
+    slots: Vec<Slot<T, B::Rank>>,
+    free: Vec<u32>,
+    /// How many slots hold an item.
+    live: usize,
+    index: HashTable<IndexEntry>,
     backlog: B,
-    items: HashMap<T, ItemState<B::Rank>>,
+    timers: BinaryHeap<TimerEntry>,
+    timer_seq: u64,
+    waiting: usize,
     processing: usize,
     shutting_down: bool,
     drain: bool,
     getters: Waiters,
     drainers: Waiters,
-    metrics: Option<QueueMetrics<T>>,
+    metrics: Option<QueueMetrics>,
+}
+
+/// The tasks an operation must wake once the lock is released.
+#[must_use]
+pub(crate) enum Wake {
+    Nothing,
+    One(Waker),
+    All(Vec<Waker>),
+}
+
+impl Wake {
+    fn one(waker: Option<Waker>) -> Self {
+        waker.map_or(Self::Nothing, Self::One)
+    }
+
+    fn all(waiters: &mut Waiters) -> Self {
+        if waiters.is_empty() {
+            Self::Nothing
+        } else {
+            Self::All(waiters.take_all())
+        }
+    }
+
+    /// Wakes the tasks.
+    pub(crate) fn run(self) {
+        match self {
+            Self::Nothing => {}
+            Self::One(waker) => waker.wake(),
+            Self::All(wakers) => wakers.into_iter().for_each(Waker::wake),
+        }
+    }
 }
 
 /// The shared core of a queue; the public queues are handles around an `Arc` of it.
-pub(crate) struct Core<T, B: Backlog<T>> {
+pub(crate) struct Core<T, B: Backlog> {
     state: Mutex<State<T, B>>,
+    hasher: HashState,
     handles: Option<Arc<QueueMetricHandles>>,
 }
 
 impl<T, B> Core<T, B>
 where
     T: Clone + Eq + Hash + Send,
-    B: Backlog<T>,
+    B: Backlog,
 {
     pub(crate) fn new(backlog: B, handles: Option<Arc<QueueMetricHandles>>) -> Self {
-        let metrics = handles.clone().map(QueueMetrics::new);
         Self {
             state: Mutex::new(State {
+                slots: Vec::new(),
+                free: Vec::new(),
+                live: 0,
+                index: HashTable::new(),
                 backlog,
-                items: HashMap::default(),
+                timers: BinaryHeap::new(),
+                timer_seq: 0,
+                waiting: 0,
                 processing: 0,
                 shutting_down: false,
                 drain: false,
                 getters: Waiters::default(),
                 drainers: Waiters::default(),
-                metrics,
+                metrics: handles.clone().map(QueueMetrics::new),
             }),
+            hasher: HashState::default(),
             handles,
         }
     }
 
-    /// The metric handles, if the queue reports metrics.
-    pub(crate) fn metric_handles(&self) -> Option<&Arc<QueueMetricHandles>> {
-        self.handles.as_ref()
+    /// The 32-bit hash of `item`, spread over 64 bits the way the table uses them (low bits pick
+    /// the bucket, the top seven are the tag).
+    ///
+    /// Computed before taking the lock, to keep the lock's hold short.
+    fn hash(&self, item: &T) -> u32 {
+        let full = self.hasher.hash_one(item);
+        (full ^ (full >> 32)) as u32
     }
 
-    /// The time, read only when metrics need it.
-    fn clock(state: &State<T, B>) -> Option<Instant> {
-        state.metrics.is_some().then(Instant::now)
+    /// The slot of `item` (whose hash is `short`), if the queue knows it.
+    fn find(state: &State<T, B>, item: &T, short: u32) -> Option<u32> {
+        let hash = spread(short);
+        let slots = &state.slots;
+        state
+            .index
+            .find(hash, |entry| {
+                entry.hash == short && slots[entry.slot as usize].item.as_ref() == Some(item)
+            })
+            .map(|entry| entry.slot)
     }
 
-    /// Marks `item` as needing processing. Returns whether the queue took it (it does not once
-    /// shut down).
-    pub(crate) fn add(&self, item: T, rank: B::Rank) -> bool {
-        let waker;
-        {
-            let mut guard = lock(&self.state);
-            let state = &mut *guard;
+    /// The slot of `item` (whose hash is `short`), made (with nothing set) if the queue does not
+    /// know it.
+    fn find_or_insert(state: &mut State<T, B>, item: T, short: u32) -> u32 {
+        let hash = spread(short);
+        let slots = &state.slots;
+        if let Some(entry) = state.index.find(hash, |entry| {
+            entry.hash == short && slots[entry.slot as usize].item.as_ref() == Some(&item)
+        }) {
+            return entry.slot;
+        }
+        let slot = match state.free.pop() {
+            Some(slot) => {
+                let entry = &mut state.slots[slot as usize];
+                // The table still maps the slot's previous item here: drop that entry now.
+                let stale = entry.hash;
+                entry.item = Some(item);
+                entry.hash = short;
+                if let Ok(found) = state
+                    .index
+                    .find_entry(spread(stale), |other| other.slot == slot)
+                {
+                    found.remove();
+                }
+                slot
+            }
+            None => {
+                // More than 4 billion distinct items at once would not fit in memory anyway.
+                let slot = u32::try_from(state.slots.len()).unwrap_or(u32::MAX);
+                state.slots.push(Slot {
+                    item: Some(item),
+                    hash: short,
+                    generation: 0,
+                    dirty: false,
+                    processing: false,
+                    pending_rank: B::Rank::default(),
+                    wait: None,
+                });
+                slot
+            }
+        };
+        state.live += 1;
+        state
+            .index
+            .insert_unique(hash, IndexEntry { slot, hash: short }, |entry| {
+                spread(entry.hash)
+            });
+        slot
+    }
+
+    /// Frees `slot` if nothing refers to it any more.
+    ///
+    /// Its table entry stays until the slot is reused (then it is removed, see
+    /// [`find_or_insert`](Self::find_or_insert)): a lookup can never match it, since the slot's
+    /// item is gone, and an item processed once then never seen again costs one table operation
+    /// instead of two.
+    fn release_if_unused(state: &mut State<T, B>, slot: u32) {
+        let entry = &mut state.slots[slot as usize];
+        if !entry.is_unused() {
+            return;
+        }
+        entry.item = None;
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.pending_rank = B::Rank::default();
+        state.free.push(slot);
+        state.live -= 1;
+        if state.live == 0 {
+            // Nothing is known any more: every table entry and timer is stale. Start afresh,
+            // giving memory back after a burst.
+            if state.slots.len() > 4096 {
+                state.slots = Vec::new();
+                state.free = Vec::new();
+                state.index = HashTable::new();
+            } else {
+                state.slots.clear();
+                state.free.clear();
+                state.index.clear();
+            }
+            state.timers.clear();
+        }
+    }
+
+    /// Marks the item in `slot` dirty: into the backlog, or (while processing) to re-enter it
+    /// after done.
+    fn mark_dirty(state: &mut State<T, B>, slot: u32, rank: B::Rank) -> Wake {
+        let entry = &mut state.slots[slot as usize];
+        if entry.dirty {
+            // Already waiting to be handed out: deduplicate; only the rank may improve.
+            if entry.processing {
+                entry.pending_rank = B::merge(entry.pending_rank, rank);
+            } else {
+                state.backlog.touch(slot, rank);
+            }
+            return Wake::Nothing;
+        }
+        entry.dirty = true;
+        let processing = entry.processing;
+        if processing {
+            entry.pending_rank = rank;
+        }
+        if let Some(metrics) = state.metrics.as_mut() {
+            metrics.add(slot, Instant::now());
+        }
+        if processing {
+            return Wake::Nothing;
+        }
+        state.backlog.push(slot, rank);
+        Wake::one(state.getters.take_one())
+    }
+
+    /// Marks `item` as needing processing (dropped once the queue is shut down). With
+    /// `cancel_wait`, a delayed add of it waiting for its time is cancelled, its rank merged.
+    pub(crate) fn add(&self, item: T, rank: B::Rank, cancel_wait: bool) {
+        let short = self.hash(&item);
+        let wake = {
+            let mut state = lock(&self.state);
             if state.shutting_down {
-                return false;
+                return;
             }
-            let now = Self::clock(state);
-            match state.items.entry(item) {
-                MapEntry::Occupied(mut entry) => {
-                    let item_state = entry.get_mut();
-                    if item_state.dirty {
-                        // Already waiting: deduplicate, only the rank may improve.
-                        if item_state.processing {
-                            item_state.pending_rank = Some(match item_state.pending_rank {
-                                Some(pending) => B::merge(pending, rank),
-                                None => rank,
-                            });
-                        } else {
-                            state.backlog.touch(entry.key(), rank);
-                        }
-                        return true;
-                    }
-                    // Being processed: hand it out again once it is done.
-                    item_state.dirty = true;
-                    item_state.pending_rank = Some(rank);
-                    if let (Some(metrics), Some(now)) = (state.metrics.as_mut(), now) {
-                        metrics.add(entry.key(), now);
-                    }
-                    return true;
-                }
-                MapEntry::Vacant(entry) => {
-                    let item = entry.key().clone();
-                    entry.insert(ItemState {
-                        dirty: true,
-                        processing: false,
-                        pending_rank: None,
-                    });
-                    if let (Some(metrics), Some(now)) = (state.metrics.as_mut(), now) {
-                        metrics.add(&item, now);
-                    }
-                    state.backlog.push(item, rank);
-                    waker = state.getters.take_one();
+            let slot = Self::find_or_insert(&mut state, item, short);
+            let mut rank = rank;
+            if cancel_wait {
+                if let Some((_, waited)) = state.slots[slot as usize].wait.take() {
+                    state.waiting -= 1;
+                    rank = B::merge(rank, waited);
                 }
             }
-        }
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-        true
+            Self::mark_dirty(&mut state, slot, rank)
+        };
+        wake.run();
     }
 
-    /// If `item` is ready and waiting to be handed out, merges `rank` into it and returns `true`.
-    pub(crate) fn touch_if_ready(&self, item: &T, rank: B::Rank) -> bool {
-        let mut guard = lock(&self.state);
-        let state = &mut *guard;
-        match state.items.get(item) {
-            Some(item_state) if item_state.dirty && !item_state.processing => {
-                state.backlog.touch(item, rank);
-                true
-            }
-            _ => false,
+    /// Adds `item` once `delay` has passed (at once when it is zero); for an item already waiting
+    /// the earlier ready time wins and the ranks merge. With `ready_wins`, an item that is ready
+    /// already just takes the rank. Returns whether the timer must re-arm.
+    pub(crate) fn add_after(
+        &self,
+        item: T,
+        delay: Duration,
+        rank: B::Rank,
+        ready_wins: bool,
+    ) -> bool {
+        let short = self.hash(&item);
+        if delay.is_zero() {
+            let wake = {
+                let mut state = lock(&self.state);
+                if state.shutting_down {
+                    return false;
+                }
+                self.count_retry();
+                let slot = Self::find_or_insert(&mut state, item, short);
+                Self::mark_dirty(&mut state, slot, rank)
+            };
+            wake.run();
+            return false;
         }
+        let mut state = lock(&self.state);
+        if state.shutting_down {
+            return false;
+        }
+        self.count_retry();
+        let at = Instant::now() + delay.min(MAX_DELAY);
+        let slot = Self::find_or_insert(&mut state, item, short);
+        let state = &mut *state;
+        let entry = &mut state.slots[slot as usize];
+        if ready_wins && entry.dirty && !entry.processing {
+            state.backlog.touch(slot, rank);
+            return false;
+        }
+        let earliest = state.timers.peek().map(|Reverse((at, ..))| *at);
+        match &mut entry.wait {
+            Some((waiting_at, waiting_rank)) => {
+                *waiting_rank = B::merge(*waiting_rank, rank);
+                if at >= *waiting_at {
+                    return false;
+                }
+                *waiting_at = at;
+            }
+            None => {
+                entry.wait = Some((at, rank));
+                state.waiting += 1;
+            }
+        }
+        let generation = entry.generation;
+        state.timer_seq += 1;
+        state
+            .timers
+            .push(Reverse((at, state.timer_seq, slot, generation)));
+        earliest.is_none_or(|earliest| at < earliest)
+    }
+
+    fn count_retry(&self) {
+        if let Some(handles) = &self.handles {
+            handles.retry();
+        }
+    }
+
+    /// Makes every item whose ready time has come ready, in ready-time order; returns the next
+    /// ready time.
+    pub(crate) fn promote_due(&self, now: Instant) -> Option<Instant> {
+        let mut wakes = Vec::new();
+        let next = {
+            let mut state = lock(&self.state);
+            while let Some(Reverse((at, _, slot, generation))) = state.timers.peek().copied() {
+                if at > now {
+                    break;
+                }
+                state.timers.pop();
+                let Some(entry) = state.slots.get_mut(slot as usize) else {
+                    continue;
+                };
+                let current = entry.generation == generation
+                    && entry.wait.is_some_and(|(waiting_at, _)| waiting_at == at);
+                if !current {
+                    continue; // superseded by an earlier ready time, or cancelled
+                }
+                let Some((_, rank)) = entry.wait.take() else {
+                    continue;
+                };
+                state.waiting -= 1;
+                if state.shutting_down {
+                    Self::release_if_unused(&mut state, slot);
+                    continue;
+                }
+                wakes.push(Self::mark_dirty(&mut state, slot, rank));
+            }
+            state.timers.peek().map(|Reverse((at, ..))| *at)
+        };
+        for wake in wakes {
+            wake.run();
+        }
+        next
     }
 
     /// How many items are ready to be handed out.
@@ -151,36 +422,44 @@ where
         lock(&self.state).backlog.len()
     }
 
+    /// How many items wait for a delay to pass.
+    pub(crate) fn waiting_len(&self) -> usize {
+        lock(&self.state).waiting
+    }
+
     pub(crate) fn shutting_down(&self) -> bool {
         lock(&self.state).shutting_down
     }
 
     /// Takes the next ready item, if any, moving it to the processing set.
-    fn take_ready(state: &mut State<T, B>) -> Option<T> {
-        let item = state.backlog.pop()?;
-        let now = Self::clock(state);
-        match state.items.get_mut(&item) {
-            Some(item_state) => {
-                item_state.dirty = false;
-                item_state.processing = true;
+    fn take_ready(state: &mut State<T, B>) -> Option<(T, Ticket)> {
+        loop {
+            let slot = state.backlog.pop()?;
+            let Some(entry) = state.slots.get_mut(slot as usize) else {
+                continue;
+            };
+            // Not reachable while the invariants hold (the backlog holds dirty, idle items); a
+            // stray entry is skipped rather than handed out twice.
+            let Some(item) = entry
+                .item
+                .as_ref()
+                .filter(|_| entry.dirty && !entry.processing)
+            else {
+                continue;
+            };
+            let item = item.clone();
+            entry.dirty = false;
+            entry.processing = true;
+            let ticket = Ticket {
+                slot,
+                generation: entry.generation,
+            };
+            state.processing += 1;
+            if let Some(metrics) = state.metrics.as_mut() {
+                metrics.get(slot, Instant::now());
             }
-            None => {
-                // Not reachable while the core's invariants hold; recover rather than lose it.
-                state.items.insert(
-                    item.clone(),
-                    ItemState {
-                        dirty: false,
-                        processing: true,
-                        pending_rank: None,
-                    },
-                );
-            }
+            return Some((item, ticket));
         }
-        state.processing += 1;
-        if let (Some(metrics), Some(now)) = (state.metrics.as_mut(), now) {
-            metrics.get(&item, now);
-        }
-        Some(item)
     }
 
     /// Waits for the next item; `None` once the queue is shut down and has nothing ready.
@@ -191,68 +470,94 @@ where
         }
     }
 
-    /// Marks `item` as processed. An item that is not being processed is ignored (client-go would
-    /// queue a dirty one a second time).
-    pub(crate) fn done(&self, item: &T) {
-        let wakers: Vec<Waker>;
-        {
+    /// Marks the item of `ticket` as processed; a stale ticket is ignored.
+    pub(crate) fn done(&self, ticket: Ticket) {
+        let wake = {
+            let mut state = lock(&self.state);
+            Self::finish(&mut state, ticket)
+        };
+        wake.run();
+    }
+
+    /// Marks `item` as processed, for client-go parity. An item that is not being processed is
+    /// ignored (client-go would queue a dirty one a second time).
+    pub(crate) fn done_item(&self, item: &T) {
+        let short = self.hash(item);
+        let wake = {
+            let mut state = lock(&self.state);
+            let Some(slot) = Self::find(&state, item, short) else {
+                return;
+            };
+            let ticket = Ticket {
+                slot,
+                generation: state.slots[slot as usize].generation,
+            };
+            Self::finish(&mut state, ticket)
+        };
+        wake.run();
+    }
+
+    fn finish(state: &mut State<T, B>, ticket: Ticket) -> Wake {
+        let Some(entry) = state.slots.get_mut(ticket.slot as usize) else {
+            return Wake::Nothing;
+        };
+        if entry.generation != ticket.generation || !entry.processing {
+            return Wake::Nothing;
+        }
+        entry.processing = false;
+        let requeue = entry.dirty.then_some(entry.pending_rank);
+        state.processing -= 1;
+        if let Some(metrics) = state.metrics.as_mut() {
+            metrics.done(ticket.slot, Instant::now());
+        }
+        if let Some(rank) = requeue {
+            state.backlog.push(ticket.slot, rank);
+            return Wake::one(state.getters.take_one());
+        }
+        Self::release_if_unused(state, ticket.slot);
+        if state.processing == 0 {
+            return Wake::all(&mut state.drainers);
+        }
+        Wake::Nothing
+    }
+
+    /// Stops accepting adds, drops the items waiting for a delay, and wakes every waiter;
+    /// cancels a drain in progress unless `drain`. Returns whether the timer must re-arm.
+    fn begin_shutdown(&self, drain: bool) -> bool {
+        let wake = {
             let mut guard = lock(&self.state);
             let state = &mut *guard;
-            let now = Self::clock(state);
-            let Some(item_state) = state.items.get_mut(item) else {
-                return;
-            };
-            if !item_state.processing {
-                return;
-            }
-            item_state.processing = false;
-            state.processing -= 1;
-            if let (Some(metrics), Some(now)) = (state.metrics.as_mut(), now) {
-                metrics.done(item, now);
-            }
-            if item_state.dirty {
-                let rank = item_state.pending_rank.take().unwrap_or_default();
-                state.backlog.push(item.clone(), rank);
-                wakers = state.getters.take_one().into_iter().collect();
-            } else {
-                state.items.remove(item);
-                wakers = if state.processing == 0 {
-                    state.drainers.take_all()
-                } else {
-                    Vec::new()
-                };
-            }
-        }
-        for waker in wakers {
-            waker.wake();
-        }
-    }
-
-    /// Stops accepting adds and wakes every waiter; cancels a drain in progress.
-    pub(crate) fn shut_down(&self) {
-        self.begin_shutdown(false);
-    }
-
-    fn begin_shutdown(&self, drain: bool) {
-        let (getters, drainers) = {
-            let mut state = lock(&self.state);
             state.shutting_down = true;
             state.drain = drain;
-            let drainers = if drain {
-                Vec::new()
-            } else {
-                state.drainers.take_all()
-            };
-            (state.getters.take_all(), drainers)
+            for Reverse((_, _, slot, generation)) in std::mem::take(&mut state.timers) {
+                let Some(entry) = state.slots.get_mut(slot as usize) else {
+                    continue;
+                };
+                if entry.generation == generation && entry.wait.take().is_some() {
+                    state.waiting -= 1;
+                    Self::release_if_unused(state, slot);
+                }
+            }
+            let mut wakers = state.getters.take_all();
+            if !drain {
+                wakers.extend(state.drainers.take_all());
+            }
+            wakers
         };
-        for waker in getters.into_iter().chain(drainers) {
+        for waker in wake {
             waker.wake();
         }
+        true
+    }
+
+    /// Shuts down; returns whether the timer must be told.
+    pub(crate) fn shut_down(&self) -> bool {
+        self.begin_shutdown(false)
     }
 
     /// Shuts down, then waits until no item is being processed (or `shut_down` cancels the wait).
     pub(crate) fn shut_down_with_drain(&self) -> Drain<'_, T, B> {
-        self.begin_shutdown(true);
+        let _ = self.begin_shutdown(true);
         Drain {
             core: self,
             slot: None,
@@ -273,7 +578,7 @@ where
 }
 
 /// The future of [`Core::get`].
-pub(crate) struct Get<'a, T, B: Backlog<T>>
+pub(crate) struct Get<'a, T, B: Backlog>
 where
     T: Clone + Eq + Hash + Send,
 {
@@ -284,18 +589,18 @@ where
 impl<T, B> Future for Get<'_, T, B>
 where
     T: Clone + Eq + Hash + Send,
-    B: Backlog<T>,
+    B: Backlog,
 {
-    type Output = Option<T>;
+    type Output = Option<(T, Ticket)>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let mut state = lock(&this.core.state);
-        if let Some(item) = Core::take_ready(&mut state) {
+        if let Some(taken) = Core::take_ready(&mut state) {
             if let Some(id) = this.slot.take() {
                 state.getters.leave(id);
             }
-            return Poll::Ready(Some(item));
+            return Poll::Ready(Some(taken));
         }
         if state.shutting_down {
             if let Some(id) = this.slot.take() {
@@ -311,7 +616,7 @@ where
 impl<T, B> Drop for Get<'_, T, B>
 where
     T: Clone + Eq + Hash + Send,
-    B: Backlog<T>,
+    B: Backlog,
 {
     fn drop(&mut self) {
         let Some(id) = self.slot.take() else {
@@ -336,7 +641,7 @@ where
 }
 
 /// The future of [`Core::shut_down_with_drain`].
-pub(crate) struct Drain<'a, T, B: Backlog<T>>
+pub(crate) struct Drain<'a, T, B: Backlog>
 where
     T: Clone + Eq + Hash + Send,
 {
@@ -347,7 +652,7 @@ where
 impl<T, B> Future for Drain<'_, T, B>
 where
     T: Clone + Eq + Hash + Send,
-    B: Backlog<T>,
+    B: Backlog,
 {
     type Output = ();
 
@@ -368,7 +673,7 @@ where
 impl<T, B> Drop for Drain<'_, T, B>
 where
     T: Clone + Eq + Hash + Send,
-    B: Backlog<T>,
+    B: Backlog,
 {
     fn drop(&mut self) {
         if let Some(id) = self.slot.take() {

@@ -1,7 +1,6 @@
 //! [`DelayingQueue`]: a [`Queue`](crate::Queue) that can add an item after a delay, with an exact
 //! timer per ready time (no periodic polling).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,27 +12,17 @@ use tokio::time::Instant;
 
 use crate::backlog::{Backlog, Fifo};
 use crate::core::Core;
-use crate::item::{QueueHandle, WorkItem, sealed};
+use crate::item::{QueueHandle, Ticket, WorkItem, sealed};
 use crate::metrics::MetricsConfig;
 use crate::queue::{new_core, spawn_unfinished_work_updater};
-use crate::sync::{HashMap, Mutex, lock};
 
-/// The longest delay a queue honours; longer ones are shortened to it. About ten years: far
-/// beyond any sensible retry, and far from overflowing the clock.
-pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+pub use crate::core::MAX_DELAY;
 
-/// Items waiting for their ready time, ordered by it.
-struct Waiting<T, R> {
-    by_time: BTreeMap<(Instant, u64), T>,
-    index: HashMap<T, (Instant, u64, R)>,
-    next_seq: u64,
-}
-
-/// A queue core plus the items waiting to enter it; shared by [`DelayingQueue`],
-/// [`RateLimitingQueue`](crate::RateLimitingQueue) and [`PriorityQueue`](crate::PriorityQueue).
-pub(crate) struct Delayer<T: Clone + Eq + Hash + Send + 'static, B: Backlog<T>> {
+/// A queue core and the task that makes delayed items ready on time; shared by
+/// [`DelayingQueue`], [`RateLimitingQueue`](crate::RateLimitingQueue) and
+/// [`PriorityQueue`](crate::PriorityQueue).
+pub(crate) struct Delayer<T: Clone + Eq + Hash + Send + 'static, B: Backlog> {
     pub(crate) core: Arc<Core<T, B>>,
-    waiting: Mutex<Waiting<T, B::Rank>>,
     /// Wakes the timer task: a new earliest ready time, or shutdown.
     wake_timer: Arc<Notify>,
     timer_started: AtomicBool,
@@ -42,7 +31,7 @@ pub(crate) struct Delayer<T: Clone + Eq + Hash + Send + 'static, B: Backlog<T>> 
 impl<T, B> Delayer<T, B>
 where
     T: Clone + Eq + Hash + Send + 'static,
-    B: Backlog<T> + 'static,
+    B: Backlog + 'static,
 {
     pub(crate) fn new(backlog: B, metrics: Option<&MetricsConfig>) -> Arc<Self> {
         let core = Arc::new(new_core(backlog, metrics));
@@ -51,11 +40,6 @@ where
         }
         let delayer = Arc::new(Self {
             core,
-            waiting: Mutex::new(Waiting {
-                by_time: BTreeMap::new(),
-                index: HashMap::default(),
-                next_seq: 0,
-            }),
             wake_timer: Arc::new(Notify::new()),
             timer_started: AtomicBool::new(false),
         });
@@ -80,113 +64,51 @@ where
         runtime.spawn(run_timer(weak, wake));
     }
 
-    /// Adds `item` once `delay` has passed; at once when `delay` is zero. For an item already
-    /// waiting, the earlier ready time wins and the ranks merge.
-    pub(crate) fn add_after(this: &Arc<Self>, item: T, delay: Duration, rank: B::Rank) {
-        if this.core.shutting_down() {
-            return;
+    /// Adds `item` once `delay` has passed (at once when it is zero). For an item already waiting,
+    /// the earlier ready time wins and the ranks merge; with `ready_wins`, an item already ready
+    /// stays ready.
+    pub(crate) fn add_after(
+        this: &Arc<Self>,
+        item: T,
+        delay: Duration,
+        rank: B::Rank,
+        ready_wins: bool,
+    ) {
+        if !delay.is_zero() {
+            Self::ensure_timer(this);
         }
-        if let Some(handles) = this.core.metric_handles() {
-            handles.retry();
-        }
-        if delay.is_zero() {
-            this.core.add(item, rank);
-            return;
-        }
-        Self::ensure_timer(this);
-        let ready_at = Instant::now() + delay.min(MAX_DELAY);
-        let new_earliest = {
-            let mut waiting = lock(&this.waiting);
-            let waiting = &mut *waiting;
-            let earliest = waiting.by_time.keys().next().map(|(at, _)| *at);
-            match waiting.index.get_mut(&item) {
-                Some((at, seq, pending)) => {
-                    *pending = B::merge(*pending, rank);
-                    if ready_at < *at {
-                        if let Some(stored) = waiting.by_time.remove(&(*at, *seq)) {
-                            waiting.by_time.insert((ready_at, *seq), stored);
-                        }
-                        *at = ready_at;
-                    }
-                }
-                None => {
-                    let seq = waiting.next_seq;
-                    waiting.next_seq += 1;
-                    waiting.index.insert(item.clone(), (ready_at, seq, rank));
-                    waiting.by_time.insert((ready_at, seq), item);
-                }
-            }
-            earliest.is_none_or(|earliest| ready_at < earliest)
-        };
-        if new_earliest {
+        if this.core.add_after(item, delay, rank, ready_wins) {
             this.wake_timer.notify_one();
         }
     }
 
-    /// Removes `item` from the items waiting for a delay; returns the rank it waited with.
-    pub(crate) fn cancel_wait(&self, item: &T) -> Option<B::Rank> {
-        let mut waiting = lock(&self.waiting);
-        let (at, seq, rank) = waiting.index.remove(item)?;
-        waiting.by_time.remove(&(at, seq));
-        Some(rank)
-    }
-
-    /// Moves every item whose ready time has come into the queue, in ready-time order; returns the
-    /// next ready time.
-    fn promote_due(&self, now: Instant) -> Option<Instant> {
-        let (due, next) = {
-            let mut waiting = lock(&self.waiting);
-            let mut due = Vec::new();
-            while let Some(entry) = waiting.by_time.first_entry() {
-                if entry.key().0 > now {
-                    break;
-                }
-                let item = entry.remove();
-                let rank = waiting.index.remove(&item).map(|(_, _, rank)| rank);
-                due.push((item, rank.unwrap_or_default()));
-            }
-            (due, waiting.by_time.keys().next().map(|(at, _)| *at))
-        };
-        for (item, rank) in due {
-            self.core.add(item, rank);
-        }
-        next
-    }
-
-    /// How many items wait for their ready time.
-    pub(crate) fn waiting_len(&self) -> usize {
-        lock(&self.waiting).by_time.len()
-    }
-
-    /// Shuts the queue down and stops the timer; waiting items are dropped.
+    /// Shuts the queue down, dropping waiting items, and stops the timer.
     pub(crate) fn shut_down(&self) {
-        self.core.shut_down();
-        self.stop_timer();
+        let _ = self.core.shut_down();
+        self.wake_timer.notify_one();
     }
 
-    pub(crate) fn stop_timer(&self) {
-        {
-            let mut waiting = lock(&self.waiting);
-            waiting.by_time.clear();
-            waiting.index.clear();
-        }
+    /// Shuts down, stops the timer, and waits until every item handed out is done.
+    pub(crate) async fn shut_down_with_drain(&self) {
+        let drain = self.core.shut_down_with_drain();
         self.wake_timer.notify_one();
+        drain.await;
     }
 }
 
-impl<T: Clone + Eq + Hash + Send + 'static, B: Backlog<T>> Drop for Delayer<T, B> {
+impl<T: Clone + Eq + Hash + Send + 'static, B: Backlog> Drop for Delayer<T, B> {
     fn drop(&mut self) {
         // Let the timer task see that the queue is gone.
         self.wake_timer.notify_one();
     }
 }
 
-/// The timer task: sleeps until the earliest ready time (or a notification), promotes what is
-/// due, and ends when the queue shuts down or is dropped.
+/// The timer task: sleeps until the earliest ready time (or a notification), makes what is due
+/// ready, and ends when the queue shuts down or is dropped.
 async fn run_timer<T, B>(delayer: Weak<Delayer<T, B>>, wake: Arc<Notify>)
 where
     T: Clone + Eq + Hash + Send + 'static,
-    B: Backlog<T> + 'static,
+    B: Backlog + 'static,
 {
     loop {
         let next = {
@@ -196,7 +118,7 @@ where
             if delayer.core.shutting_down() {
                 return;
             }
-            delayer.promote_due(Instant::now())
+            delayer.core.promote_due(Instant::now())
         };
         // A notification sent since the promotion above is stored as a permit, so it is not lost.
         match next {
@@ -230,7 +152,7 @@ where
 /// # }
 /// ```
 pub struct DelayingQueue<T: Clone + Eq + Hash + Send + 'static> {
-    inner: Arc<Delayer<T, Fifo<T>>>,
+    inner: Arc<Delayer<T, Fifo>>,
 }
 
 impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
@@ -251,13 +173,13 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
 
     /// Adds `item` unless it is already waiting to be handed out.
     pub fn add(&self, item: T) {
-        self.inner.core.add(item, ());
+        self.inner.core.add(item, (), false);
     }
 
     /// Adds `item` after `delay` (at once for a zero delay). For an item already waiting for its
     /// ready time, the earlier time wins. Delays over [`MAX_DELAY`] are shortened to it.
     pub fn add_after(&self, item: T, delay: Duration) {
-        Delayer::add_after(&self.inner, item, delay, ());
+        Delayer::add_after(&self.inner, item, delay, (), false);
     }
 
     /// How many items are ready to be handed out (not counting those waiting for a delay).
@@ -272,19 +194,19 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
 
     /// How many items wait for their delay to pass.
     pub fn waiting_len(&self) -> usize {
-        self.inner.waiting_len()
+        self.inner.core.waiting_len()
     }
 
     /// Waits for the next item; `None` only when shut down and empty. Cancel-safe.
     pub async fn get(&self) -> Option<WorkItem<T, Self>> {
         Delayer::ensure_timer(&self.inner);
-        let item = self.inner.core.get().await?;
-        Some(WorkItem::new(item, self.clone()))
+        let (item, ticket) = self.inner.core.get().await?;
+        Some(WorkItem::new(item, ticket, self.clone()))
     }
 
     /// Marks `item` as processed (dropping the [`WorkItem`] does the same).
     pub fn done(&self, item: &T) {
-        self.inner.core.done(item);
+        self.inner.core.done_item(item);
     }
 
     /// Drops further adds and the items waiting for a delay, stops the timer, and makes idle
@@ -295,9 +217,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
 
     /// Shuts down, then waits until every item handed out is done.
     pub async fn shut_down_with_drain(&self) {
-        let drain = self.inner.core.shut_down_with_drain();
-        self.inner.stop_timer();
-        drain.await;
+        self.inner.shut_down_with_drain().await;
     }
 
     /// Whether the queue is shutting down.
@@ -340,7 +260,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for DelayingQueue<T> {
 impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for DelayingQueue<T> {}
 
 impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for DelayingQueue<T> {
-    fn finish(&self, item: &T) {
-        self.inner.core.done(item);
+    fn finish(&self, ticket: Ticket) {
+        self.inner.core.done(ticket);
     }
 }

@@ -3,11 +3,14 @@
 use std::fmt;
 use std::ops::Deref;
 
+#[doc(hidden)]
+pub use crate::core::Ticket;
+
 /// A queue that hands out [`WorkItem`]s. Sealed: implemented by this crate's queues only.
 pub trait QueueHandle<T>: sealed::Sealed + Clone {
-    /// Marks `item` as processed (client-go's `Done`).
+    /// Marks the item of `ticket` as processed (client-go's `Done`).
     #[doc(hidden)]
-    fn finish(&self, item: &T);
+    fn finish(&self, ticket: Ticket);
 }
 
 pub(crate) mod sealed {
@@ -41,12 +44,17 @@ pub(crate) mod sealed {
 #[must_use = "dropping the item at once marks it done without processing it"]
 pub struct WorkItem<T, Q: QueueHandle<T>> {
     item: T,
+    ticket: Ticket,
     queue: Q,
 }
 
 impl<T, Q: QueueHandle<T>> WorkItem<T, Q> {
-    pub(crate) fn new(item: T, queue: Q) -> Self {
-        Self { item, queue }
+    pub(crate) fn new(item: T, ticket: Ticket, queue: Q) -> Self {
+        Self {
+            item,
+            ticket,
+            queue,
+        }
     }
 
     /// The item.
@@ -65,7 +73,7 @@ impl<T, Q: QueueHandle<T>> WorkItem<T, Q> {
 
 impl<T, Q: QueueHandle<T>> Drop for WorkItem<T, Q> {
     fn drop(&mut self) {
-        self.queue.finish(&self.item);
+        self.queue.finish(self.ticket);
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::delaying::Delayer;
-use crate::item::{QueueHandle, WorkItem, sealed};
+use crate::item::{QueueHandle, Ticket, WorkItem, sealed};
 use crate::metrics::MetricsConfig;
 use crate::priority_backlog::PriorityBacklog;
 use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};
@@ -72,7 +72,7 @@ impl AddOpts {
 /// # }
 /// ```
 pub struct PriorityQueue<T: Clone + Eq + Hash + Send + 'static> {
-    inner: Arc<Delayer<T, PriorityBacklog<T>>>,
+    inner: Arc<Delayer<T, PriorityBacklog>>,
     limiter: Arc<dyn RateLimiter<T>>,
 }
 
@@ -147,13 +147,11 @@ impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
             };
         }
         if delay.is_zero() {
-            let rank = match self.inner.cancel_wait(&item) {
-                Some(waited) => waited.max(opts.priority),
-                None => opts.priority,
-            };
-            self.inner.core.add(item, rank);
-        } else if !self.inner.core.touch_if_ready(&item, opts.priority) {
-            Delayer::add_after(&self.inner, item, delay, opts.priority);
+            // A plain add makes an item waiting for a delay ready at once.
+            self.inner.core.add(item, opts.priority, true);
+        } else {
+            // A delayed add of an item already ready leaves it ready.
+            Delayer::add_after(&self.inner, item, delay, opts.priority, true);
         }
     }
 
@@ -201,20 +199,20 @@ impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
 
     /// How many items wait for a delay to pass.
     pub fn waiting_len(&self) -> usize {
-        self.inner.waiting_len()
+        self.inner.core.waiting_len()
     }
 
     /// Waits for the ready item of highest priority; `None` only when shut down and empty.
     /// Cancel-safe.
     pub async fn get(&self) -> Option<WorkItem<T, Self>> {
         Delayer::ensure_timer(&self.inner);
-        let item = self.inner.core.get().await?;
-        Some(WorkItem::new(item, self.clone()))
+        let (item, ticket) = self.inner.core.get().await?;
+        Some(WorkItem::new(item, ticket, self.clone()))
     }
 
     /// Marks `item` as processed (dropping the [`WorkItem`] does the same).
     pub fn done(&self, item: &T) {
-        self.inner.core.done(item);
+        self.inner.core.done_item(item);
     }
 
     /// Drops further adds and waiting items, stops the timer, makes idle `get`s return `None`.
@@ -224,9 +222,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
 
     /// Shuts down, then waits until every item handed out is done.
     pub async fn shut_down_with_drain(&self) {
-        let drain = self.inner.core.shut_down_with_drain();
-        self.inner.stop_timer();
-        drain.await;
+        self.inner.shut_down_with_drain().await;
     }
 
     /// Whether the queue is shutting down.
@@ -284,7 +280,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for PriorityQueue<T> {
 impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for PriorityQueue<T> {}
 
 impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for PriorityQueue<T> {
-    fn finish(&self, item: &T) {
-        self.inner.core.done(item);
+    fn finish(&self, ticket: Ticket) {
+        self.inner.core.done(ticket);
     }
 }

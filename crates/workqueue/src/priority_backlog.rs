@@ -10,7 +10,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
-use std::hash::Hash;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -26,17 +25,17 @@ struct Place {
     arrival: u64,
 }
 
-pub(crate) struct PriorityBacklog<T> {
+pub(crate) struct PriorityBacklog {
     /// Hand-out order: priority descending, then sequence ascending.
-    by_rank: BTreeMap<(Reverse<i32>, u64), T>,
+    by_rank: BTreeMap<(Reverse<i32>, u64), u32>,
     /// Arrival order (never changes for a queued item) with when it became ready.
     by_age: BTreeMap<u64, (Instant, Reverse<i32>, u64)>,
-    index: HashMap<T, Place>,
+    index: HashMap<u32, Place>,
     next_seq: u64,
     max_wait: Duration,
 }
 
-impl<T> PriorityBacklog<T> {
+impl PriorityBacklog {
     pub(crate) fn new(max_wait: Duration) -> Self {
         Self {
             by_rank: BTreeMap::new(),
@@ -54,28 +53,28 @@ impl<T> PriorityBacklog<T> {
     }
 }
 
-impl<T: Clone + Eq + Hash + Send> Backlog<T> for PriorityBacklog<T> {
+impl Backlog for PriorityBacklog {
     type Rank = i32;
 
     fn merge(a: i32, b: i32) -> i32 {
         a.max(b)
     }
 
-    fn push(&mut self, item: T, priority: i32) {
+    fn push(&mut self, slot: u32, priority: i32) {
         let seq = self.next_seq();
         let place = Place {
             priority,
             seq,
             arrival: seq,
         };
-        self.index.insert(item.clone(), place);
-        self.by_rank.insert((Reverse(priority), seq), item);
+        self.index.insert(slot, place);
+        self.by_rank.insert((Reverse(priority), seq), slot);
         self.by_age
             .insert(seq, (Instant::now(), Reverse(priority), seq));
     }
 
-    fn touch(&mut self, item: &T, priority: i32) {
-        let Some(place) = self.index.get(item).copied() else {
+    fn touch(&mut self, slot: u32, priority: i32) {
+        let Some(place) = self.index.get(&slot).copied() else {
             return;
         };
         if priority <= place.priority {
@@ -92,26 +91,26 @@ impl<T: Clone + Eq + Hash + Send> Backlog<T> for PriorityBacklog<T> {
             age.1 = Reverse(priority);
             age.2 = seq;
         }
-        if let Some(entry) = self.index.get_mut(item) {
+        if let Some(entry) = self.index.get_mut(&slot) {
             entry.priority = priority;
             entry.seq = seq;
         }
     }
 
-    fn pop(&mut self) -> Option<T> {
+    fn pop(&mut self) -> Option<u32> {
         let overdue = self
             .by_age
             .first_key_value()
             .filter(|(_, (since, _, _))| since.elapsed() >= self.max_wait)
             .map(|(_, (_, priority, seq))| (*priority, *seq));
-        let item = match overdue {
+        let slot = match overdue {
             Some(key) => self.by_rank.remove(&key)?,
             None => self.by_rank.pop_first()?.1,
         };
-        if let Some(place) = self.index.remove(&item) {
+        if let Some(place) = self.index.remove(&slot) {
             self.by_age.remove(&place.arrival);
         }
-        Some(item)
+        Some(slot)
     }
 
     fn len(&self) -> usize {
@@ -123,49 +122,46 @@ impl<T: Clone + Eq + Hash + Send> Backlog<T> for PriorityBacklog<T> {
 mod tests {
     use super::*;
 
-    fn drain(backlog: &mut PriorityBacklog<&'static str>) -> Vec<&'static str> {
+    fn drain(backlog: &mut PriorityBacklog) -> Vec<u32> {
         std::iter::from_fn(|| backlog.pop()).collect()
     }
 
     #[test]
     fn highest_priority_first_and_fifo_within_a_priority() {
         let mut backlog = PriorityBacklog::new(Duration::MAX);
-        backlog.push("low-a", -100);
-        backlog.push("mid-a", 0);
-        backlog.push("high", 10);
-        backlog.push("mid-b", 0);
-        backlog.push("low-b", -100);
+        backlog.push(1, -100);
+        backlog.push(2, 0);
+        backlog.push(3, 10);
+        backlog.push(4, 0);
+        backlog.push(5, -100);
         assert_eq!(backlog.len(), 5);
-        assert_eq!(
-            drain(&mut backlog),
-            ["high", "mid-a", "mid-b", "low-a", "low-b"]
-        );
+        assert_eq!(drain(&mut backlog), [3, 2, 4, 1, 5]);
         assert_eq!(backlog.len(), 0);
     }
 
     #[test]
     fn touch_raises_never_lowers_and_moves_to_the_back_of_the_new_level() {
         let mut backlog = PriorityBacklog::new(Duration::MAX);
-        backlog.push("foo", 0);
-        backlog.push("bar", 1);
-        backlog.touch(&"foo", 1);
-        backlog.push("baz", 5);
-        backlog.touch(&"baz", 2);
-        assert_eq!(drain(&mut backlog), ["baz", "bar", "foo"]);
+        backlog.push(1, 0);
+        backlog.push(2, 1);
+        backlog.touch(1, 1);
+        backlog.push(3, 5);
+        backlog.touch(3, 2);
+        assert_eq!(drain(&mut backlog), [3, 2, 1]);
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_item_ready_for_max_wait_goes_before_later_ones() {
         let mut backlog = PriorityBacklog::new(Duration::from_secs(10));
-        backlog.push("initial-list", -100);
+        backlog.push(9, -100);
         tokio::time::sleep(Duration::from_secs(5)).await;
-        backlog.push("change-1", 0);
-        assert_eq!(backlog.pop(), Some("change-1"));
+        backlog.push(1, 0);
+        assert_eq!(backlog.pop(), Some(1));
         tokio::time::sleep(Duration::from_secs(5)).await;
-        backlog.push("change-2", 0);
+        backlog.push(2, 0);
         // `initial-list` has now waited 10 s: it overtakes the newer high-priority change.
-        assert_eq!(backlog.pop(), Some("initial-list"));
-        assert_eq!(backlog.pop(), Some("change-2"));
+        assert_eq!(backlog.pop(), Some(9));
+        assert_eq!(backlog.pop(), Some(2));
         assert_eq!(backlog.pop(), None);
     }
 }

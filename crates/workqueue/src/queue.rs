@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 
 use crate::backlog::{Backlog, Fifo};
 use crate::core::Core;
-use crate::item::{QueueHandle, WorkItem, sealed};
+use crate::item::{QueueHandle, Ticket, WorkItem, sealed};
 use crate::metrics::{MetricsConfig, QueueMetricHandles};
 
 /// A work queue, as client-go's `workqueue.Interface`.
@@ -40,7 +40,7 @@ use crate::metrics::{MetricsConfig, QueueMetricHandles};
 /// # }
 /// ```
 pub struct Queue<T: Clone + Eq + Hash + Send + 'static> {
-    core: Arc<Core<T, Fifo<T>>>,
+    core: Arc<Core<T, Fifo>>,
 }
 
 impl<T: Clone + Eq + Hash + Send + 'static> Queue<T> {
@@ -64,7 +64,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> Queue<T> {
 
     /// Adds `item` unless it is already waiting (dropped once the queue is shut down).
     pub fn add(&self, item: T) {
-        self.core.add(item, ());
+        self.core.add(item, (), false);
     }
 
     /// How many items are waiting to be handed out (an item re-added while it is being processed
@@ -82,19 +82,19 @@ impl<T: Clone + Eq + Hash + Send + 'static> Queue<T> {
     ///
     /// Cancel-safe: dropping the future before it completes loses no item.
     pub async fn get(&self) -> Option<WorkItem<T, Self>> {
-        let item = self.core.get().await?;
-        Some(WorkItem::new(item, self.clone()))
+        let (item, ticket) = self.core.get().await?;
+        Some(WorkItem::new(item, ticket, self.clone()))
     }
 
     /// Marks `item` as processed, for client-go parity; dropping the [`WorkItem`] does the same.
     /// An item that is not being processed is ignored.
     pub fn done(&self, item: &T) {
-        self.core.done(item);
+        self.core.done_item(item);
     }
 
     /// Drops further adds and makes idle `get`s return `None`; cancels a drain in progress.
     pub fn shut_down(&self) {
-        self.core.shut_down();
+        let _ = self.core.shut_down();
     }
 
     /// Shuts down like [`shut_down`](Queue::shut_down), then waits until every item handed out
@@ -135,8 +135,8 @@ impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for Queue<T> {
 impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for Queue<T> {}
 
 impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for Queue<T> {
-    fn finish(&self, item: &T) {
-        self.core.done(item);
+    fn finish(&self, ticket: Ticket) {
+        self.core.done(ticket);
     }
 }
 
@@ -144,7 +144,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for Queue<T> {
 pub(crate) fn new_core<T, B>(backlog: B, config: Option<&MetricsConfig>) -> Core<T, B>
 where
     T: Clone + Eq + Hash + Send + 'static,
-    B: Backlog<T>,
+    B: Backlog,
 {
     let handles =
         config.map(|config| Arc::new(QueueMetricHandles::new(&*config.provider, &config.name)));
@@ -156,7 +156,7 @@ where
 pub(crate) fn spawn_unfinished_work_updater<T, B>(core: &Arc<Core<T, B>>, config: &MetricsConfig)
 where
     T: Clone + Eq + Hash + Send + 'static,
-    B: Backlog<T> + 'static,
+    B: Backlog + 'static,
 {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         tracing::warn!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::backlog::Fifo;
 use crate::delaying::Delayer;
-use crate::item::{QueueHandle, WorkItem, sealed};
+use crate::item::{QueueHandle, Ticket, WorkItem, sealed};
 use crate::metrics::MetricsConfig;
 use crate::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 
@@ -41,7 +41,7 @@ use crate::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 /// # }
 /// ```
 pub struct RateLimitingQueue<T: Clone + Eq + Hash + Send + 'static> {
-    inner: Arc<Delayer<T, Fifo<T>>>,
+    inner: Arc<Delayer<T, Fifo>>,
     limiter: Arc<dyn RateLimiter<T>>,
 }
 
@@ -72,19 +72,19 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
 
     /// Adds `item` unless it is already waiting to be handed out.
     pub fn add(&self, item: T) {
-        self.inner.core.add(item, ());
+        self.inner.core.add(item, (), false);
     }
 
     /// Adds `item` after `delay` (at once for zero); for an item already waiting, the earlier
     /// ready time wins.
     pub fn add_after(&self, item: T, delay: Duration) {
-        Delayer::add_after(&self.inner, item, delay, ());
+        Delayer::add_after(&self.inner, item, delay, (), false);
     }
 
     /// Adds `item` after the wait its rate limiter gives (counting a failure).
     pub fn add_rate_limited(&self, item: T) {
         let delay = self.limiter.when(&item);
-        Delayer::add_after(&self.inner, item, delay, ());
+        Delayer::add_after(&self.inner, item, delay, (), false);
     }
 
     /// Tells the rate limiter to stop tracking `item`; it does not remove the item from the queue.
@@ -109,19 +109,19 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
 
     /// How many items wait for a delay to pass.
     pub fn waiting_len(&self) -> usize {
-        self.inner.waiting_len()
+        self.inner.core.waiting_len()
     }
 
     /// Waits for the next item; `None` only when shut down and empty. Cancel-safe.
     pub async fn get(&self) -> Option<WorkItem<T, Self>> {
         Delayer::ensure_timer(&self.inner);
-        let item = self.inner.core.get().await?;
-        Some(WorkItem::new(item, self.clone()))
+        let (item, ticket) = self.inner.core.get().await?;
+        Some(WorkItem::new(item, ticket, self.clone()))
     }
 
     /// Marks `item` as processed (dropping the [`WorkItem`] does the same).
     pub fn done(&self, item: &T) {
-        self.inner.core.done(item);
+        self.inner.core.done_item(item);
     }
 
     /// Drops further adds and waiting items, stops the timer, makes idle `get`s return `None`.
@@ -131,9 +131,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
 
     /// Shuts down, then waits until every item handed out is done.
     pub async fn shut_down_with_drain(&self) {
-        let drain = self.inner.core.shut_down_with_drain();
-        self.inner.stop_timer();
-        drain.await;
+        self.inner.shut_down_with_drain().await;
     }
 
     /// Whether the queue is shutting down.
@@ -186,7 +184,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for RateLimitingQueue<T> 
 impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for RateLimitingQueue<T> {}
 
 impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for RateLimitingQueue<T> {
-    fn finish(&self, item: &T) {
-        self.inner.core.done(item);
+    fn finish(&self, ticket: Ticket) {
+        self.inner.core.done(ticket);
     }
 }

@@ -55,7 +55,6 @@ impl Waiters {
     }
 
     /// Whether no task waits.
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.parked.is_empty()
     }

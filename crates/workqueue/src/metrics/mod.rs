@@ -19,7 +19,6 @@
 
 mod prometheus;
 
-use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -113,14 +112,15 @@ impl QueueMetricHandles {
     }
 }
 
-/// Per-item timestamps behind the duration metrics; kept inside the queue's lock.
-pub(crate) struct QueueMetrics<T> {
+/// Per-item timestamps behind the duration metrics, by the item's slot in the queue; kept inside
+/// the queue's lock.
+pub(crate) struct QueueMetrics {
     handles: Arc<QueueMetricHandles>,
-    added_at: HashMap<T, Instant>,
-    started_at: HashMap<T, Instant>,
+    added_at: HashMap<u32, Instant>,
+    started_at: HashMap<u32, Instant>,
 }
 
-impl<T: Clone + Eq + Hash> QueueMetrics<T> {
+impl QueueMetrics {
     pub(crate) fn new(handles: Arc<QueueMetricHandles>) -> Self {
         Self {
             handles,
@@ -130,26 +130,24 @@ impl<T: Clone + Eq + Hash> QueueMetrics<T> {
     }
 
     /// A non-deduplicated add.
-    pub(crate) fn add(&mut self, item: &T, now: Instant) {
+    pub(crate) fn add(&mut self, slot: u32, now: Instant) {
         self.handles.adds.inc();
         self.handles.depth.inc();
-        if !self.added_at.contains_key(item) {
-            self.added_at.insert(item.clone(), now);
-        }
+        self.added_at.entry(slot).or_insert(now);
     }
 
     /// An item handed out by `get`.
-    pub(crate) fn get(&mut self, item: &T, now: Instant) {
+    pub(crate) fn get(&mut self, slot: u32, now: Instant) {
         self.handles.depth.dec();
-        if let Some(added) = self.added_at.remove(item) {
+        if let Some(added) = self.added_at.remove(&slot) {
             self.handles.latency.observe(seconds(now - added));
         }
-        self.started_at.insert(item.clone(), now);
+        self.started_at.insert(slot, now);
     }
 
     /// An item marked done.
-    pub(crate) fn done(&mut self, item: &T, now: Instant) {
-        if let Some(started) = self.started_at.remove(item) {
+    pub(crate) fn done(&mut self, slot: u32, now: Instant) {
+        if let Some(started) = self.started_at.remove(&slot) {
             self.handles.work_duration.observe(seconds(now - started));
         }
     }
