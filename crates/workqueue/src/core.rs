@@ -249,18 +249,12 @@ where
         entry.pending_rank = B::Rank::default();
         state.free.push(slot);
         state.live -= 1;
-        if state.live == 0 {
-            // Nothing is known any more: every table entry and timer is stale. Start afresh,
-            // giving memory back after a burst.
-            if state.slots.len() > 4096 {
-                state.slots = Vec::new();
-                state.free = Vec::new();
-                state.index = HashTable::new();
-            } else {
-                state.slots.clear();
-                state.free.clear();
-                state.index.clear();
-            }
+        if state.live == 0 && state.slots.len() > 4096 {
+            // A burst has drained and nothing is known any more (every table entry and timer is
+            // stale): give the memory back.
+            state.slots = Vec::new();
+            state.free = Vec::new();
+            state.index = HashTable::new();
             state.timers.clear();
         }
     }
