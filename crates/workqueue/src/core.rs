@@ -9,8 +9,6 @@
 //! when added and one when done, whatever its type, and the table stays small enough for the CPU
 //! cache.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
@@ -24,6 +22,7 @@ use tokio::time::Instant;
 use crate::backlog::Backlog;
 use crate::metrics::{QueueMetricHandles, QueueMetrics};
 use crate::sync::{HashState, Mutex, lock};
+use crate::timers::Timers;
 use crate::waiters::Waiters;
 
 /// The longest delay a queue honours; longer ones are shortened to it. About ten years: far
@@ -76,9 +75,6 @@ fn spread(short: u32) -> u64 {
     u64::from(short) | (u64::from(short) << 32)
 }
 
-/// A timer-heap entry; valid only while its slot still waits for exactly this time.
-type TimerEntry = Reverse<(Instant, u64, u32, u32)>;
-
 struct State<T, B: Backlog> {
     slots: Vec<Slot<T, B::Rank>>,
     free: Vec<u32>,
@@ -86,8 +82,9 @@ struct State<T, B: Backlog> {
     live: usize,
     index: HashTable<IndexEntry>,
     backlog: B,
-    timers: BinaryHeap<TimerEntry>,
-    timer_seq: u64,
+    /// Ready times of delayed items; an entry is valid only while its slot still waits for
+    /// exactly that time.
+    timers: Timers,
     waiting: usize,
     processing: usize,
     shutting_down: bool,
@@ -148,8 +145,7 @@ where
                 live: 0,
                 index: HashTable::new(),
                 backlog,
-                timers: BinaryHeap::new(),
-                timer_seq: 0,
+                timers: Timers::default(),
                 waiting: 0,
                 processing: 0,
                 shutting_down: false,
@@ -346,7 +342,7 @@ where
             state.backlog.touch(slot, rank);
             return false;
         }
-        let earliest = state.timers.peek().map(|Reverse((at, ..))| *at);
+        let earliest = state.timers.peek().map(|(at, ..)| at);
         match &mut entry.wait {
             Some((waiting_at, waiting_rank)) => {
                 *waiting_rank = B::merge(*waiting_rank, rank);
@@ -361,10 +357,7 @@ where
             }
         }
         let generation = entry.generation;
-        state.timer_seq += 1;
-        state
-            .timers
-            .push(Reverse((at, state.timer_seq, slot, generation)));
+        state.timers.push(at, slot, generation);
         earliest.is_none_or(|earliest| at < earliest)
     }
 
@@ -380,11 +373,7 @@ where
         let mut wakes = Vec::new();
         let next = {
             let mut state = lock(&self.state);
-            while let Some(Reverse((at, _, slot, generation))) = state.timers.peek().copied() {
-                if at > now {
-                    break;
-                }
-                state.timers.pop();
+            while let Some((at, _, slot, generation)) = state.timers.pop_due(now) {
                 let Some(entry) = state.slots.get_mut(slot as usize) else {
                     continue;
                 };
@@ -403,7 +392,7 @@ where
                 }
                 wakes.push(Self::mark_dirty(&mut state, slot, rank));
             }
-            state.timers.peek().map(|Reverse((at, ..))| *at)
+            state.timers.peek().map(|(at, ..)| at)
         };
         for wake in wakes {
             wake.run();
@@ -523,7 +512,8 @@ where
             let state = &mut *guard;
             state.shutting_down = true;
             state.drain = drain;
-            for Reverse((_, _, slot, generation)) in std::mem::take(&mut state.timers) {
+            let timers: Vec<_> = state.timers.take_all().collect();
+            for (_, _, slot, generation) in timers {
                 let Some(entry) = state.slots.get_mut(slot as usize) else {
                     continue;
                 };

@@ -46,6 +46,7 @@ mod queue;
 pub mod rate_limiters;
 mod rate_limiting;
 mod sync;
+mod timers;
 mod waiters;
 
 pub use self::delaying::{DelayingQueue, MAX_DELAY};

@@ -44,12 +44,3 @@ pub(crate) type HashState = foldhash::fast::FixedState;
 
 /// A `HashMap` with the queue's hasher.
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, HashState>;
-
-/// Locks a `std` mutex, taking the state over if a holder panicked; for the state that model
-/// checking leaves alone (rate limiters).
-pub(crate) fn std_lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}

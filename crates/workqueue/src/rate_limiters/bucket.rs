@@ -1,13 +1,12 @@
 //! An overall token bucket, shared by every item.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{RateLimiter, RateLimiterError};
 use crate::delaying::MAX_DELAY;
-use crate::sync::std_lock;
+use parking_lot::Mutex;
 
 /// A token bucket over all items, as client-go's `BucketRateLimiter` over `rate.Limiter`.
 ///
@@ -85,7 +84,7 @@ impl BucketRateLimiter {
         if self.qps.is_infinite() {
             return Duration::ZERO;
         }
-        let mut bucket = std_lock(&self.state);
+        let mut bucket = self.state.lock();
         if self.qps == 0.0 {
             if bucket.zero_rate_burst > 0 {
                 bucket.zero_rate_burst -= 1;

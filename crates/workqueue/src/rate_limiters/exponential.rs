@@ -1,11 +1,12 @@
 //! Per-item exponential backoff.
 
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use super::RateLimiter;
-use crate::sync::{HashMap, std_lock};
+use parking_lot::Mutex;
+
+use crate::sync::HashMap;
 
 /// Waits `base · 2^failures` for an item, capped at `max`, as client-go's
 /// `ItemExponentialFailureRateLimiter`. The first `when` of an item returns `base`.
@@ -60,21 +61,29 @@ pub(crate) fn exponential(base: Duration, exponent: u32, max: Duration) -> Durat
 impl<T: Clone + Eq + Hash + Send> RateLimiter<T> for ItemExponentialFailureRateLimiter<T> {
     fn when(&self, item: &T) -> Duration {
         let exponent = {
-            let mut failures = std_lock(&self.failures);
-            let count = failures.entry(item.clone()).or_insert(0);
-            let exponent = *count;
-            *count = count.saturating_add(1);
-            exponent
+            let mut failures = self.failures.lock();
+            match failures.get_mut(item) {
+                Some(count) => {
+                    let exponent = *count;
+                    *count = count.saturating_add(1);
+                    exponent
+                }
+                None => {
+                    failures.insert(item.clone(), 1);
+                    0
+                }
+            }
         };
         exponential(self.base, exponent, self.max)
     }
 
     fn forget(&self, item: &T) {
-        std_lock(&self.failures).remove(item);
+        self.failures.lock().remove(item);
     }
 
     fn num_requeues(&self, item: &T) -> usize {
-        std_lock(&self.failures)
+        self.failures
+            .lock()
             .get(item)
             .map_or(0, |count| *count as usize)
     }

@@ -1,11 +1,12 @@
 //! A fixed short wait for the first attempts, then a long one.
 
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use super::RateLimiter;
-use crate::sync::{HashMap, std_lock};
+use parking_lot::Mutex;
+
+use crate::sync::HashMap;
 
 /// Waits `fast` for an item's first `max_fast_attempts` failures and `slow` after, as client-go's
 /// `ItemFastSlowRateLimiter`.
@@ -40,7 +41,7 @@ impl<T: Clone + Eq + Hash + Send> ItemFastSlowRateLimiter<T> {
 
 impl<T: Clone + Eq + Hash + Send> RateLimiter<T> for ItemFastSlowRateLimiter<T> {
     fn when(&self, item: &T) -> Duration {
-        let mut failures = std_lock(&self.failures);
+        let mut failures = self.failures.lock();
         let count = failures.entry(item.clone()).or_insert(0);
         *count = count.saturating_add(1);
         if *count <= self.max_fast_attempts {
@@ -51,11 +52,11 @@ impl<T: Clone + Eq + Hash + Send> RateLimiter<T> for ItemFastSlowRateLimiter<T> 
     }
 
     fn forget(&self, item: &T) {
-        std_lock(&self.failures).remove(item);
+        self.failures.lock().remove(item);
     }
 
     fn num_requeues(&self, item: &T) -> usize {
-        std_lock(&self.failures).get(item).copied().unwrap_or(0)
+        self.failures.lock().get(item).copied().unwrap_or(0)
     }
 }
 
