@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::backlog::{Backlog, Fifo};
 use crate::core::Core;
-use crate::item::{QueueHandle, Ticket, WorkItem, sealed};
+use crate::item::{DelayingHandle, QueueHandle, Ticket, WorkItem, sealed};
 use crate::metrics::MetricsConfig;
 use crate::queue::{new_core, spawn_unfinished_work_updater};
 
@@ -226,13 +226,6 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
     }
 }
 
-impl<T: Clone + Eq + Hash + Send + 'static> WorkItem<T, DelayingQueue<T>> {
-    /// Ends processing and adds the item again after `delay`.
-    pub fn requeue_after(self, delay: Duration) {
-        self.queue().add_after(self.item().clone(), delay);
-    }
-}
-
 impl<T: Clone + Eq + Hash + Send + 'static> Default for DelayingQueue<T> {
     fn default() -> Self {
         Self::new()
@@ -262,5 +255,11 @@ impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for DelayingQueue<T> 
 impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for DelayingQueue<T> {
     fn finish(&self, ticket: Ticket) {
         self.inner.core.done(ticket);
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> DelayingHandle<T> for DelayingQueue<T> {
+    fn requeue_after(&self, item: T, delay: Duration) {
+        self.add_after(item, delay);
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ops::Deref;
+use std::time::Duration;
 
 #[doc(hidden)]
 pub use crate::core::Ticket;
@@ -11,6 +12,26 @@ pub trait QueueHandle<T>: sealed::Sealed + Clone {
     /// Marks the item of `ticket` as processed (client-go's `Done`).
     #[doc(hidden)]
     fn finish(&self, ticket: Ticket);
+}
+
+/// A queue that can add an item after a delay. Sealed.
+pub trait DelayingHandle<T>: QueueHandle<T> {
+    /// Adds `item` after `delay`.
+    #[doc(hidden)]
+    fn requeue_after(&self, item: T, delay: Duration);
+}
+
+/// A queue with a rate limiter. Sealed.
+pub trait RateLimitedHandle<T>: DelayingHandle<T> {
+    /// Adds `item` after its rate limiter's wait.
+    #[doc(hidden)]
+    fn requeue_rate_limited(&self, item: T);
+    /// The rate limiter stops tracking `item`.
+    #[doc(hidden)]
+    fn forget(&self, item: &T);
+    /// The rate limiter's failure count of `item`.
+    #[doc(hidden)]
+    fn num_requeues(&self, item: &T) -> usize;
 }
 
 pub(crate) mod sealed {
@@ -69,6 +90,30 @@ impl<T, Q: QueueHandle<T>> WorkItem<T, Q> {
 
     /// Marks the item done now (the same as dropping the guard).
     pub fn done(self) {}
+}
+
+impl<T: Clone, Q: DelayingHandle<T>> WorkItem<T, Q> {
+    /// The item comes back after `delay` (its failure count unchanged), and processing ends.
+    pub fn requeue_after(self, delay: Duration) {
+        self.queue.requeue_after(self.item.clone(), delay);
+    }
+}
+
+impl<T: Clone, Q: RateLimitedHandle<T>> WorkItem<T, Q> {
+    /// Success: the rate limiter forgets the item's failures, and processing ends.
+    pub fn forget(self) {
+        self.queue.forget(&self.item);
+    }
+
+    /// Failure: the item comes back after its rate limiter's wait, and processing ends.
+    pub fn requeue_rate_limited(self) {
+        self.queue.requeue_rate_limited(self.item.clone());
+    }
+
+    /// How many times the item has been rate-limited since it was last forgotten.
+    pub fn num_requeues(&self) -> usize {
+        self.queue.num_requeues(&self.item)
+    }
 }
 
 impl<T, Q: QueueHandle<T>> Drop for WorkItem<T, Q> {

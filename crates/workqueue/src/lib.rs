@@ -50,7 +50,7 @@ mod timers;
 mod waiters;
 
 pub use self::delaying::{DelayingQueue, MAX_DELAY};
-pub use self::item::{QueueHandle, WorkItem};
+pub use self::item::{DelayingHandle, QueueHandle, RateLimitedHandle, WorkItem};
 pub use self::metrics::{MetricsConfig, MetricsProvider, PrometheusMetricsProvider};
 pub use self::priority::{
     AddOpts, DEFAULT_MAX_WAIT, LOW_PRIORITY, PriorityQueue, PriorityQueueBuilder,

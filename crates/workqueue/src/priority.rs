@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::delaying::Delayer;
-use crate::item::{QueueHandle, Ticket, WorkItem, sealed};
+use crate::item::{DelayingHandle, QueueHandle, RateLimitedHandle, Ticket, WorkItem, sealed};
 use crate::metrics::MetricsConfig;
 use crate::priority_backlog::PriorityBacklog;
 use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};
@@ -232,29 +232,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
 }
 
 impl<T: Clone + Eq + Hash + Send + 'static> WorkItem<T, PriorityQueue<T>> {
-    /// Success: the rate limiter forgets the item's failures, and processing ends.
-    pub fn forget(self) {
-        self.queue().forget(self.item());
-    }
-
-    /// Failure: the item comes back after its rate limiter's wait, and processing ends.
-    pub fn requeue_rate_limited(self) {
-        self.queue().add_rate_limited(self.item().clone());
-    }
-
-    /// The item comes back after `delay`, and processing ends.
-    pub fn requeue_after(self, delay: Duration) {
-        self.queue().add_after(self.item().clone(), delay);
-    }
-
     /// The item comes back as `opts` say, and processing ends.
     pub fn requeue_with_opts(self, opts: AddOpts) {
         self.queue().add_with_opts(self.item().clone(), opts);
-    }
-
-    /// How many times the item has been rate-limited since it was last forgotten.
-    pub fn num_requeues(&self) -> usize {
-        self.queue().num_requeues(self.item())
     }
 }
 
@@ -282,5 +262,23 @@ impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for PriorityQueue<T> 
 impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for PriorityQueue<T> {
     fn finish(&self, ticket: Ticket) {
         self.inner.core.done(ticket);
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> DelayingHandle<T> for PriorityQueue<T> {
+    fn requeue_after(&self, item: T, delay: Duration) {
+        self.add_after(item, delay);
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> RateLimitedHandle<T> for PriorityQueue<T> {
+    fn requeue_rate_limited(&self, item: T) {
+        self.add_rate_limited(item);
+    }
+    fn forget(&self, item: &T) {
+        PriorityQueue::forget(self, item);
+    }
+    fn num_requeues(&self, item: &T) -> usize {
+        PriorityQueue::num_requeues(self, item)
     }
 }

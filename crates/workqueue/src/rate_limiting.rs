@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::backlog::Fifo;
 use crate::delaying::Delayer;
-use crate::item::{QueueHandle, Ticket, WorkItem, sealed};
+use crate::item::{DelayingHandle, QueueHandle, RateLimitedHandle, Ticket, WorkItem, sealed};
 use crate::metrics::MetricsConfig;
 use crate::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 
@@ -140,28 +140,6 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
     }
 }
 
-impl<T: Clone + Eq + Hash + Send + 'static> WorkItem<T, RateLimitingQueue<T>> {
-    /// Success: the rate limiter forgets the item's failures, and processing ends.
-    pub fn forget(self) {
-        self.queue().forget(self.item());
-    }
-
-    /// Failure: the item comes back after its rate limiter's wait, and processing ends.
-    pub fn requeue_rate_limited(self) {
-        self.queue().add_rate_limited(self.item().clone());
-    }
-
-    /// The item comes back after `delay` (its failure count unchanged), and processing ends.
-    pub fn requeue_after(self, delay: Duration) {
-        self.queue().add_after(self.item().clone(), delay);
-    }
-
-    /// How many times the item has been rate-limited since it was last forgotten.
-    pub fn num_requeues(&self) -> usize {
-        self.queue().num_requeues(self.item())
-    }
-}
-
 impl<T: Clone + Eq + Hash + Send + 'static> Clone for RateLimitingQueue<T> {
     fn clone(&self) -> Self {
         Self {
@@ -186,5 +164,23 @@ impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for RateLimitingQueue
 impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for RateLimitingQueue<T> {
     fn finish(&self, ticket: Ticket) {
         self.inner.core.done(ticket);
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> DelayingHandle<T> for RateLimitingQueue<T> {
+    fn requeue_after(&self, item: T, delay: Duration) {
+        self.add_after(item, delay);
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> RateLimitedHandle<T> for RateLimitingQueue<T> {
+    fn requeue_rate_limited(&self, item: T) {
+        self.add_rate_limited(item);
+    }
+    fn forget(&self, item: &T) {
+        RateLimitingQueue::forget(self, item);
+    }
+    fn num_requeues(&self, item: &T) -> usize {
+        RateLimitingQueue::num_requeues(self, item)
     }
 }
