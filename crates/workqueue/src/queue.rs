@@ -21,6 +21,11 @@ use crate::metrics::{MetricsConfig, QueueMetricHandles};
 ///
 /// `Queue` is a handle: clone it to share one queue between producers and workers.
 ///
+/// Items are compared by `Hash` and `Eq` and copied with `Clone` (once, when handed out): keys
+/// that are cheap to clone (`Arc<str>`, or a small `Copy` struct) make the queue fastest. If the
+/// item type's `Hash`, `Eq` or `Clone` panics, the panic reaches the caller and the queue stays
+/// usable, but the item being handled may be lost.
+///
 /// ```
 /// use ctrlkit_workqueue::Queue;
 ///
