@@ -1,0 +1,110 @@
+//! A change to one object, as watchers receive it, serialized at most once.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::resource::ResourceKey;
+
+/// The type of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// The object was created (or, in a watch's initial events, exists).
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object was removed; the event carries its last state.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name: `ADDED`, `MODIFIED`, `DELETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, shared by every watcher that receives it.
+#[derive(Debug)]
+pub struct WatchEvent {
+    /// What happened.
+    pub event_type: EventType,
+    /// The resource of the object.
+    pub resource: ResourceKey,
+    /// The object's namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// The resourceVersion of the change.
+    pub resource_version: u64,
+    /// The object after the change (its last state for a deletion).
+    pub object: Arc<Value>,
+    line: OnceLock<Bytes>,
+}
+
+impl WatchEvent {
+    pub(crate) fn new(
+        event_type: EventType,
+        resource: ResourceKey,
+        namespace: String,
+        resource_version: u64,
+        object: Arc<Value>,
+    ) -> Self {
+        Self {
+            event_type,
+            resource,
+            namespace,
+            resource_version,
+            object,
+            line: OnceLock::new(),
+        }
+    }
+
+    /// The event as one line of a watch stream: `{"type":T,"object":{…}}` and a newline.
+    /// Serialized the first time it is asked for, then shared by every watcher.
+    pub fn line(&self) -> Bytes {
+        self.line
+            .get_or_init(|| {
+                let mut line = Vec::with_capacity(128);
+                line.extend_from_slice(b"{\"type\":\"");
+                line.extend_from_slice(self.event_type.as_str().as_bytes());
+                line.extend_from_slice(b"\",\"object\":");
+                // Writing a `Value` into a Vec cannot fail: its keys are strings.
+                if serde_json::to_writer(&mut line, &*self.object).is_err() {
+                    line.extend_from_slice(b"null");
+                }
+                line.extend_from_slice(b"}\n");
+                Bytes::from(line)
+            })
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_serialized_once_and_shared() {
+        let event = WatchEvent::new(
+            EventType::Modified,
+            ResourceKey {
+                group: String::new(),
+                plural: "configmaps".into(),
+            },
+            "default".into(),
+            7,
+            Arc::new(serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "a"}})),
+        );
+        let first = event.line();
+        assert_eq!(
+            &first[..],
+            b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}}\n"
+        );
+        // The same bytes, not a second serialization.
+        assert_eq!(first.as_ptr(), event.line().as_ptr());
+    }
+}

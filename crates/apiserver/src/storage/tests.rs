@@ -1,0 +1,501 @@
+//! The store's semantics, as a client can see them through the API.
+
+use serde_json::json;
+
+use super::*;
+
+fn kind(plural: &str) -> ResourceKind {
+    builtin_resources()
+        .into_iter()
+        .find(|kind| kind.plural == plural)
+        .unwrap()
+}
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}})
+}
+
+fn rv(object: &Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn create_sets_server_fields_and_bumps_the_resource_version() {
+    let store = Store::default();
+    let start = store.resource_version();
+    assert_eq!(start, 4, "the four initial namespaces");
+    let created = store
+        .create(&kind("configmaps"), "default", configmap("a"))
+        .unwrap();
+    let metadata = &created["metadata"];
+    assert_eq!(rv(&created), start + 1);
+    assert_eq!(metadata["namespace"], "default");
+    assert_eq!(metadata["uid"].as_str().unwrap().len(), 36);
+    assert!(
+        metadata["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    assert!(
+        metadata.get("generation").is_none(),
+        "configmaps do not track generation"
+    );
+
+    let deployment = json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}});
+    let created = store
+        .create(&kind("deployments"), "default", deployment)
+        .unwrap();
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(store.resource_version(), start + 2);
+}
+
+#[test]
+fn create_refusals() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    store
+        .create(&configmaps, "default", configmap("a"))
+        .unwrap();
+    assert_eq!(
+        store
+            .create(&configmaps, "default", configmap("a"))
+            .unwrap_err()
+            .to_string(),
+        "configmaps \"a\" already exists"
+    );
+    let missing = store
+        .create(&configmaps, "nope", configmap("a"))
+        .unwrap_err();
+    assert_eq!(missing.to_string(), "namespaces \"nope\" not found");
+    assert_eq!(missing.code(), 404);
+    let invalid = store
+        .create(&configmaps, "default", configmap("Bad_Name"))
+        .unwrap_err();
+    assert_eq!(invalid.code(), 422);
+    assert!(invalid.to_string().starts_with(
+        "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\""
+    ));
+    let mut with_version = configmap("b");
+    with_version["metadata"]["resourceVersion"] = json!("3");
+    assert_eq!(
+        store
+            .create(&configmaps, "default", with_version)
+            .unwrap_err()
+            .code(),
+        400
+    );
+    assert_eq!(
+        store
+            .create(&configmaps, "default", json!([1]))
+            .unwrap_err()
+            .code(),
+        400
+    );
+    let nameless = store
+        .create(&configmaps, "default", json!({"metadata": {}}))
+        .unwrap_err();
+    assert_eq!(nameless.code(), 422);
+}
+
+#[test]
+fn generate_name_expands() {
+    let store = Store::default();
+    let created = store
+        .create(
+            &kind("configmaps"),
+            "default",
+            json!({"metadata": {"generateName": "job-"}}),
+        )
+        .unwrap();
+    let name = created["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("job-") && name.len() == 9, "{name}");
+}
+
+#[test]
+fn update_with_a_stale_version_conflicts_and_a_no_op_changes_nothing() {
+    let store = Store::default();
+    let leases = kind("leases");
+    let created = store
+        .create(
+            &leases,
+            "default",
+            json!({"metadata": {"name": "lock"}, "spec": {"holderIdentity": "a"}}),
+        )
+        .unwrap();
+    let mut next = (*created).clone();
+    next["spec"]["holderIdentity"] = json!("b");
+    let (updated, created_now) = store
+        .update(&leases, "default", "lock", next.clone(), false)
+        .unwrap();
+    assert!(!created_now);
+    assert_eq!(rv(&updated), rv(&created) + 1);
+    assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+
+    // `next` still carries the old resourceVersion.
+    let conflict = store
+        .update(&leases, "default", "lock", next, false)
+        .unwrap_err();
+    assert_eq!(
+        conflict.to_string(),
+        "Operation cannot be fulfilled on leases.coordination.k8s.io \"lock\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+
+    let before = store.resource_version();
+    let (same, _) = store
+        .update(&leases, "default", "lock", (*updated).clone(), false)
+        .unwrap();
+    assert_eq!(same, updated);
+    assert_eq!(
+        store.resource_version(),
+        before,
+        "a no-op update issues no resourceVersion"
+    );
+
+    let mut unversioned = (*updated).clone();
+    unversioned["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let missing = store
+        .update(&leases, "default", "lock", unversioned, false)
+        .unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        "Lease.coordination.k8s.io \"lock\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+}
+
+#[test]
+fn leases_are_created_by_an_update_configmaps_are_not() {
+    let store = Store::default();
+    let (lease, created) = store
+        .update(
+            &kind("leases"),
+            "default",
+            "new",
+            json!({"metadata": {"name": "new"}}),
+            false,
+        )
+        .unwrap();
+    assert!(created);
+    assert_eq!(lease["metadata"]["name"], "new");
+    assert_eq!(
+        store
+            .update(
+                &kind("configmaps"),
+                "default",
+                "new",
+                configmap("new"),
+                false
+            )
+            .unwrap_err()
+            .code(),
+        404
+    );
+}
+
+#[test]
+fn generation_follows_spec_changes_only() {
+    let store = Store::default();
+    let deployments = kind("deployments");
+    let created = store
+        .create(
+            &deployments,
+            "default",
+            json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}}),
+        )
+        .unwrap();
+    let mut labelled = (*created).clone();
+    labelled["metadata"]["labels"] = json!({"app": "web"});
+    let (labelled, _) = store
+        .update(&deployments, "default", "web", labelled, false)
+        .unwrap();
+    assert_eq!(labelled["metadata"]["generation"], 1);
+
+    let mut scaled = (*labelled).clone();
+    scaled["spec"]["replicas"] = json!(3);
+    scaled["status"] = json!({"replicas": 99}); // ignored: status has its own subresource
+    let (scaled, _) = store
+        .update(&deployments, "default", "web", scaled, false)
+        .unwrap();
+    assert_eq!(scaled["metadata"]["generation"], 2);
+    assert!(scaled.get("status").is_none());
+
+    let mut status = (*scaled).clone();
+    status["status"] = json!({"availableReplicas": 3});
+    status["spec"]["replicas"] = json!(7); // ignored by a status write
+    let (with_status, _) = store
+        .update(&deployments, "default", "web", status, true)
+        .unwrap();
+    assert_eq!(with_status["status"]["availableReplicas"], 3);
+    assert_eq!(with_status["spec"]["replicas"], 3);
+    assert_eq!(with_status["metadata"]["generation"], 2);
+}
+
+#[test]
+fn finalizers_hold_a_deleted_object_until_removed() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    let mut object = configmap("held");
+    object["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    store.create(&configmaps, "default", object).unwrap();
+
+    let Deleted::Finalizing(marked) = store.delete(&configmaps, "default", "held", None).unwrap()
+    else {
+        panic!("an object with finalizers must stay");
+    };
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert!(store.get(&configmaps, "default", "held").is_ok());
+
+    let mut released = (*marked).clone();
+    released["metadata"]["finalizers"] = json!([]);
+    store
+        .update(&configmaps, "default", "held", released, false)
+        .unwrap();
+    assert_eq!(
+        store
+            .get(&configmaps, "default", "held")
+            .unwrap_err()
+            .code(),
+        404
+    );
+}
+
+#[test]
+fn delete_removes_and_honours_preconditions() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    let created = store
+        .create(&configmaps, "default", configmap("a"))
+        .unwrap();
+    assert_eq!(
+        store
+            .delete(&configmaps, "default", "a", Some("999"))
+            .unwrap_err()
+            .code(),
+        409
+    );
+    let version = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let Deleted::Gone(last) = store
+        .delete(&configmaps, "default", "a", Some(&version))
+        .unwrap()
+    else {
+        panic!("no finalizers: removed at once");
+    };
+    assert_eq!(rv(&last), rv(&created) + 1);
+    assert_eq!(
+        store
+            .delete(&configmaps, "default", "a", None)
+            .unwrap_err()
+            .code(),
+        404
+    );
+}
+
+#[test]
+fn lists_are_sorted_and_filtered_by_namespace() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    for (namespace, name) in [("kube-system", "b"), ("default", "c"), ("default", "a")] {
+        store
+            .create(&configmaps, namespace, configmap(name))
+            .unwrap();
+    }
+    let names = |items: Vec<Arc<Value>>| -> Vec<String> {
+        items
+            .iter()
+            .map(|item| item["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (all, version) = store.list(&configmaps, None);
+    assert_eq!(names(all), ["a", "c", "b"]);
+    assert_eq!(version, store.resource_version());
+    assert_eq!(
+        names(store.list(&configmaps, Some("default")).0),
+        ["a", "c"]
+    );
+    assert_eq!(names(store.list(&configmaps, Some("kube-system")).0), ["b"]);
+    assert!(store.list(&configmaps, Some("kube-public")).0.is_empty());
+}
+
+#[tokio::test]
+async fn watch_from_a_version_sends_exactly_the_later_events() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    let a = store
+        .create(&configmaps, "default", configmap("a"))
+        .unwrap();
+    let from = rv(&a);
+    store
+        .create(&configmaps, "kube-system", configmap("b"))
+        .unwrap();
+    store
+        .create(
+            &kind("secrets"),
+            "default",
+            json!({"metadata": {"name": "s"}}),
+        )
+        .unwrap();
+
+    let mut all = store
+        .watch(&configmaps, None, WatchStart::After(from))
+        .unwrap();
+    let mut default_only = store
+        .watch(&configmaps, Some("default"), WatchStart::After(from))
+        .unwrap();
+    // Owed from history: b only (a is not after `from`, the secret is another resource).
+    let event = all.next().await.unwrap().unwrap();
+    assert_eq!(
+        (event.event_type, event.resource_version),
+        (EventType::Added, from + 1)
+    );
+
+    store.delete(&configmaps, "default", "a", None).unwrap();
+    let deleted = all.next().await.unwrap().unwrap();
+    assert_eq!(deleted.event_type, EventType::Deleted);
+    assert_eq!(deleted.resource_version, from + 3);
+    assert_eq!(rv(&deleted.object), from + 3);
+    let deleted = default_only.next().await.unwrap().unwrap();
+    assert_eq!(deleted.event_type, EventType::Deleted);
+}
+
+#[tokio::test]
+async fn watch_from_current_starts_with_synthetic_adds() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    store
+        .create(&configmaps, "default", configmap("a"))
+        .unwrap();
+    store
+        .create(&configmaps, "default", configmap("b"))
+        .unwrap();
+    let mut watch = store
+        .watch(&configmaps, Some("default"), WatchStart::Current)
+        .unwrap();
+    store
+        .create(&configmaps, "default", configmap("c"))
+        .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let event = watch.next().await.unwrap().unwrap();
+        assert_eq!(event.event_type, EventType::Added);
+        seen.push(
+            event.object["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(seen, ["a", "b", "c"]);
+}
+
+#[test]
+fn watch_history_limits() {
+    let store = Store::new(StoreConfig {
+        history: 3,
+        watch_buffer: 16,
+    });
+    let configmaps = kind("configmaps");
+    for name in ["a", "b", "c", "d", "e"] {
+        store
+            .create(&configmaps, "default", configmap(name))
+            .unwrap();
+    }
+    let current = store.resource_version();
+    assert_eq!(current, 9);
+    // History keeps 7, 8, 9: a watch from 6 is owed 7..9; from 5 it would miss 6.
+    assert!(store.watch(&configmaps, None, WatchStart::After(6)).is_ok());
+    let expired = store
+        .watch(&configmaps, None, WatchStart::After(5))
+        .unwrap_err();
+    assert_eq!(expired.to_string(), "too old resource version: 5 (7)");
+    assert_eq!(expired.code(), 410);
+    let too_large = store
+        .watch(&configmaps, None, WatchStart::After(10))
+        .unwrap_err();
+    assert_eq!(
+        too_large.to_string(),
+        "Timeout: Too large resource version: 10, current: 9"
+    );
+    assert_eq!(too_large.code(), 504);
+
+    store.compact(8);
+    assert_eq!(
+        store
+            .watch(&configmaps, None, WatchStart::After(7))
+            .unwrap_err()
+            .code(),
+        410
+    );
+    assert!(store.watch(&configmaps, None, WatchStart::After(8)).is_ok());
+}
+
+#[tokio::test]
+async fn a_watcher_that_falls_behind_is_closed_not_silently_skipped() {
+    let store = Store::new(StoreConfig {
+        history: 100,
+        watch_buffer: 2,
+    });
+    let configmaps = kind("configmaps");
+    let mut watch = store.watch(&configmaps, None, WatchStart::Current).unwrap();
+    for name in ["a", "b", "c", "d"] {
+        store
+            .create(&configmaps, "default", configmap(name))
+            .unwrap();
+    }
+    assert!(matches!(watch.next().await, Err(WatchError::Lagged(_))));
+}
+
+#[tokio::test]
+async fn every_watcher_gets_the_same_serialized_event() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    let mut first = store
+        .watch(
+            &configmaps,
+            None,
+            WatchStart::After(store.resource_version()),
+        )
+        .unwrap();
+    let mut second = store
+        .watch(
+            &configmaps,
+            None,
+            WatchStart::After(store.resource_version()),
+        )
+        .unwrap();
+    store
+        .create(&configmaps, "default", configmap("a"))
+        .unwrap();
+    let a = first.next().await.unwrap().unwrap().line();
+    let b = second.next().await.unwrap().unwrap().line();
+    assert_eq!(a.as_ptr(), b.as_ptr());
+    assert!(a.starts_with(b"{\"type\":\"ADDED\",\"object\":{"));
+}
+
+#[test]
+fn nothing_is_created_in_a_terminating_namespace() {
+    let store = Store::default();
+    let namespaces = kind("namespaces");
+    let mut ns = json!({"metadata": {"name": "going", "finalizers": ["example.com/hold"]}});
+    ns["spec"] = json!({});
+    store.create(&namespaces, "", ns).unwrap();
+    store.delete(&namespaces, "", "going", None).unwrap();
+    let refused = store
+        .create(&kind("configmaps"), "going", configmap("a"))
+        .unwrap_err();
+    assert_eq!(refused.code(), 403);
+    assert_eq!(
+        refused.to_string(),
+        "configmaps \"a\" is forbidden: unable to create new content in namespace going because it is being terminated"
+    );
+}
