@@ -5,5 +5,7 @@
 //! watch streams, discovery, OpenAPI), CRDs, garbage collection and the fault hooks build on
 //! them.
 
+pub mod patch;
 pub mod resource;
+pub mod selector;
 pub mod storage;
