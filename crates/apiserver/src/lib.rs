@@ -1,11 +1,19 @@
 //! An embedded, protocol-faithful Kubernetes API server.
 //!
-//! This crate grows in layers: [`resource`] describes what is served, [`storage`] keeps objects
-//! with kube-apiserver's resourceVersion, write and watch semantics. The HTTP layer (REST,
-//! watch streams, discovery, OpenAPI), CRDs, garbage collection and the fault hooks build on
-//! them.
+//! It serves kube-apiserver's REST and watch protocol over HTTP/1.1 on loopback, from an
+//! in-process store, so that controllers run and are tested without a cluster:
+//!
+//! - [`resource`] and [`registry`]: what is served;
+//! - [`storage`]: objects with kube-apiserver's resourceVersion, write and watch semantics;
+//! - [`rest`]: the URLs, verbs, selectors, pages, watch streams, discovery and `Status` errors;
+//! - [`server`]: binding and running it.
 
 pub mod patch;
+pub mod registry;
 pub mod resource;
+pub mod rest;
 pub mod selector;
+pub mod server;
 pub mod storage;
+
+pub use self::server::{ApiServer, ApiServerConfig, ServerError};

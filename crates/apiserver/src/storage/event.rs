@@ -42,6 +42,9 @@ pub struct WatchEvent {
     pub resource_version: u64,
     /// The object after the change (its last state for a deletion).
     pub object: Arc<Value>,
+    /// The object before the change, for a modification (a filtered watch turns a change in or
+    /// out of its selection into an `ADDED` or `DELETED`).
+    pub previous: Option<Arc<Value>>,
     line: OnceLock<Bytes>,
 }
 
@@ -52,6 +55,7 @@ impl WatchEvent {
         namespace: String,
         resource_version: u64,
         object: Arc<Value>,
+        previous: Option<Arc<Value>>,
     ) -> Self {
         Self {
             event_type,
@@ -59,6 +63,7 @@ impl WatchEvent {
             namespace,
             resource_version,
             object,
+            previous,
             line: OnceLock::new(),
         }
     }
@@ -98,6 +103,7 @@ mod tests {
             "default".into(),
             7,
             Arc::new(serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "a"}})),
+            None,
         );
         let first = event.line();
         assert_eq!(

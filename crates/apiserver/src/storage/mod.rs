@@ -142,6 +142,12 @@ impl Store {
         self.state.lock().resource_version
     }
 
+    /// Changes up to this resourceVersion are no longer kept: a watch or a continued list from an
+    /// older one gets 410 Expired.
+    pub fn compacted(&self) -> u64 {
+        self.state.lock().compacted
+    }
+
     /// Creates `object` (in `namespace` when the resource is namespaced).
     pub fn create(
         &self,
@@ -539,17 +545,19 @@ impl Store {
         let object = Arc::new(object);
         let objects = state.objects.entry(kind.key()).or_default();
         let key = (namespace.to_string(), name.to_string());
-        if event_type == EventType::Deleted {
-            objects.remove(&key);
+        let previous = if event_type == EventType::Deleted {
+            objects.remove(&key)
         } else {
-            objects.insert(key, Arc::clone(&object));
-        }
+            objects.insert(key, Arc::clone(&object))
+        };
+        let previous = previous.filter(|_| event_type == EventType::Modified);
         let event = Arc::new(WatchEvent::new(
             event_type,
             kind.key(),
             namespace.to_string(),
             version,
             Arc::clone(&object),
+            previous,
         ));
         state.history.push_back(Arc::clone(&event));
         while state.history.len() > self.config.history {
@@ -593,6 +601,7 @@ impl Store {
                             ns.clone(),
                             version,
                             Arc::clone(object),
+                            None,
                         ))
                     })
                     .collect()
@@ -630,6 +639,7 @@ impl Store {
             resource,
             namespace,
             seen_up_to: current,
+            start: current,
         })
     }
 

@@ -25,8 +25,11 @@ pub struct Watch {
     pub(crate) live: broadcast::Receiver<Arc<WatchEvent>>,
     pub(crate) resource: ResourceKey,
     pub(crate) namespace: Option<String>,
-    /// Live events up to this resourceVersion were already owed (or are older than the start).
+    /// Every change up to this resourceVersion has been handed out or skipped (as another
+    /// resource's, or from before the start).
     pub(crate) seen_up_to: u64,
+    /// The store's resourceVersion when the watch started.
+    pub(crate) start: u64,
 }
 
 impl Watch {
@@ -38,6 +41,33 @@ impl Watch {
                 .is_none_or(|namespace| *namespace == event.namespace)
     }
 
+    /// How many events of history (or initial events) are still to be handed out.
+    pub fn owed_len(&self) -> usize {
+        self.owed.len()
+    }
+
+    /// The store's resourceVersion when the watch started: the initial events (from
+    /// [`WatchStart::Current`](super::WatchStart::Current)) are complete as of it.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// A resourceVersion this watch has fully caught up with: a client that resumes from it
+    /// misses nothing of this watch (what a bookmark may carry).
+    pub fn progress(&self) -> u64 {
+        if self.owed.is_empty() {
+            self.seen_up_to
+        } else {
+            // Still handing out history: only up to just before the next owed event.
+            self.owed
+                .front()
+                .map_or(self.seen_up_to, |next| {
+                    next.resource_version.saturating_sub(1)
+                })
+                .min(self.seen_up_to)
+        }
+    }
+
     /// The next event; `Ok(None)` when the store is gone.
     pub async fn next(&mut self) -> Result<Option<Arc<WatchEvent>>, WatchError> {
         if let Some(event) = self.owed.pop_front() {
@@ -46,8 +76,11 @@ impl Watch {
         loop {
             match self.live.recv().await {
                 Ok(event) => {
-                    if event.resource_version > self.seen_up_to && self.matches(&event) {
-                        self.seen_up_to = event.resource_version;
+                    if event.resource_version <= self.seen_up_to {
+                        continue;
+                    }
+                    self.seen_up_to = event.resource_version;
+                    if self.matches(&event) {
                         return Ok(Some(event));
                     }
                 }

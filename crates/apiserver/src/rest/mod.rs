@@ -1,0 +1,257 @@
+//! The REST layer: kube-apiserver's URLs and verbs over the [`Store`](crate::storage::Store).
+//!
+//! One handler takes every request, splits its path into the resource it names, and dispatches
+//! on the verb; every failure answers with a `Status` as kube-apiserver's would.
+
+mod discovery;
+mod read;
+pub mod status;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::response::Response;
+
+use self::status::{ApiError, json_response};
+use crate::registry::Registry;
+use crate::resource::ResourceKind;
+use crate::storage::Store;
+
+/// Settings of the REST layer.
+#[derive(Debug, Clone)]
+pub struct RestConfig {
+    /// The largest request body accepted (kube-apiserver: 3 MiB); larger ones get 413.
+    pub max_body_bytes: usize,
+    /// How often a watch with `allowWatchBookmarks` gets a bookmark.
+    pub bookmark_interval: Duration,
+    /// A watch without `timeoutSeconds` ends after between this and twice this.
+    pub min_request_timeout: Duration,
+}
+
+impl Default for RestConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(60),
+            min_request_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// What every request handler shares.
+#[derive(Debug)]
+pub struct App {
+    /// The objects.
+    pub store: Store,
+    /// The served resources.
+    pub registry: Registry,
+    /// Settings.
+    pub config: RestConfig,
+    /// `host:port` the server listens on, for discovery.
+    pub address: String,
+}
+
+/// What a resource URL names.
+#[derive(Debug)]
+enum Target {
+    /// `/…/<plural>` or `/…/namespaces/<ns>/<plural>`.
+    Collection {
+        kind: ResourceKind,
+        namespace: Option<String>,
+    },
+    /// `/…/<plural>/<name>[/<subresource>]`, namespaced or not.
+    Item {
+        kind: ResourceKind,
+        namespace: String,
+        name: String,
+        subresource: Option<String>,
+    },
+}
+
+/// The query parameters (the last of a repeated one wins).
+pub(crate) type Query = HashMap<String, String>;
+
+fn parse_query(query: Option<&str>) -> Query {
+    query
+        .map(|query| {
+            form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Splits the path under a group version into what it names.
+fn parse_target(
+    registry: &Registry,
+    group: &str,
+    version: &str,
+    segments: &[&str],
+) -> Result<Target, ApiError> {
+    let find = |plural: &str| registry.find(group, version, plural);
+    if let ["namespaces", namespace, plural, rest @ ..] = segments {
+        if let Some(kind) = find(plural).filter(|kind| kind.namespaced) {
+            let namespace = namespace.to_string();
+            return match rest {
+                [] => Ok(Target::Collection {
+                    kind,
+                    namespace: Some(namespace),
+                }),
+                [name] => Ok(Target::Item {
+                    kind,
+                    namespace,
+                    name: name.to_string(),
+                    subresource: None,
+                }),
+                [name, subresource] => Ok(Target::Item {
+                    kind,
+                    namespace,
+                    name: name.to_string(),
+                    subresource: Some(subresource.to_string()),
+                }),
+                _ => Err(ApiError::not_found_path()),
+            };
+        }
+    }
+    let (plural, rest) = segments
+        .split_first()
+        .ok_or_else(ApiError::not_found_path)?;
+    let kind = find(plural).ok_or_else(ApiError::not_found_path)?;
+    match rest {
+        [] => Ok(Target::Collection {
+            kind,
+            namespace: None,
+        }),
+        [name] if !kind.namespaced => Ok(Target::Item {
+            kind,
+            namespace: String::new(),
+            name: name.to_string(),
+            subresource: None,
+        }),
+        [name, subresource] if !kind.namespaced => Ok(Target::Item {
+            kind,
+            namespace: String::new(),
+            name: name.to_string(),
+            subresource: Some(subresource.to_string()),
+        }),
+        _ => Err(ApiError::not_found_path()),
+    }
+}
+
+/// The one handler of every request.
+pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
+    match route(&app, request).await {
+        Ok(response) => response,
+        Err(error) => error.response(),
+    }
+}
+
+async fn route(app: &Arc<App>, request: Request) -> Result<Response, ApiError> {
+    let method = request.method().clone();
+    let path = request.uri().path().trim_end_matches('/').to_string();
+    let query = parse_query(request.uri().query());
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let get_only = |body: serde_json::Value| -> Result<Response, ApiError> {
+        if method == Method::GET {
+            Ok(json_response(200, &body))
+        } else {
+            Err(ApiError::method_not_allowed(method.as_str()))
+        }
+    };
+    match segments.as_slice() {
+        ["healthz" | "livez" | "readyz"] => Ok(plain_ok()),
+        ["version"] => get_only(discovery::version()),
+        ["api"] => get_only(discovery::core_versions(&app.address)),
+        ["apis"] => get_only(discovery::groups(&app.registry)),
+        ["api", "v1"] => get_only(
+            discovery::resources(&app.registry, "", "v1").ok_or_else(ApiError::not_found_path)?,
+        ),
+        ["apis", group] => {
+            get_only(discovery::group(&app.registry, group).ok_or_else(ApiError::not_found_path)?)
+        }
+        ["apis", group, version] => get_only(
+            discovery::resources(&app.registry, group, version)
+                .ok_or_else(ApiError::not_found_path)?,
+        ),
+        ["api", "v1", rest @ ..] => {
+            let target = parse_target(&app.registry, "", "v1", rest)?;
+            dispatch(app, target, query, request).await
+        }
+        ["apis", group, version, rest @ ..] => {
+            let target = parse_target(&app.registry, group, version, rest)?;
+            dispatch(app, target, query, request).await
+        }
+        _ => Err(ApiError::not_found_path()),
+    }
+}
+
+fn plain_ok() -> Response {
+    let mut response = Response::new(Body::from("ok"));
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn is_true(query: &Query, name: &str) -> bool {
+    query
+        .get(name)
+        .is_some_and(|value| value == "true" || value == "1")
+}
+
+async fn dispatch(
+    app: &Arc<App>,
+    target: Target,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let method = request.method().clone();
+    match target {
+        Target::Collection { kind, namespace } => match method {
+            Method::GET if is_true(&query, "watch") => {
+                read::watch(app, &kind, namespace.as_deref(), &query)
+            }
+            Method::GET => read::list(app, &kind, namespace.as_deref(), &query),
+            Method::POST => {
+                let namespace = namespace.unwrap_or_default();
+                if kind.namespaced && namespace.is_empty() {
+                    return Err(ApiError::method_not_allowed("create"));
+                }
+                write::create(app, &kind, &namespace, request).await
+            }
+            Method::DELETE => write::delete_collection(app, &kind, namespace.as_deref(), &query),
+            other => Err(ApiError::method_not_allowed(other.as_str())),
+        },
+        Target::Item {
+            kind,
+            namespace,
+            name,
+            subresource,
+        } => {
+            let status_only = match subresource.as_deref() {
+                None => false,
+                Some("status") if kind.status_subresource => true,
+                Some(_) => return Err(ApiError::not_found_path()),
+            };
+            match method {
+                Method::GET => read::get(app, &kind, &namespace, &name),
+                Method::PUT => {
+                    write::update(app, &kind, &namespace, &name, status_only, request).await
+                }
+                Method::PATCH => {
+                    write::patch(app, &kind, &namespace, &name, status_only, request).await
+                }
+                Method::DELETE if !status_only => {
+                    write::delete(app, &kind, &namespace, &name, request).await
+                }
+                other => Err(ApiError::method_not_allowed(other.as_str())),
+            }
+        }
+    }
+}

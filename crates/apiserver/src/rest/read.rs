@@ -1,0 +1,396 @@
+//! Reads: get, list (with selectors and pages) and watch (a stream of events).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::header;
+use axum::response::Response;
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::status::{ApiError, json_response};
+use super::{App, Query, is_true};
+use crate::resource::ResourceKind;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::storage::{EventType, StoreError, Watch, WatchEvent, WatchStart};
+
+pub(super) fn get(
+    app: &App,
+    kind: &ResourceKind,
+    namespace: &str,
+    name: &str,
+) -> Result<Response, ApiError> {
+    let object = app
+        .store
+        .get(kind, namespace, name)
+        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    Ok(json_response(200, &object))
+}
+
+fn selectors(query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
+        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    Ok((labels, fields))
+}
+
+fn parse_version(text: &str) -> Result<u64, ApiError> {
+    text.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {text:?}")))
+}
+
+/// A continue token: the list's resourceVersion and the key the next page starts after.
+fn encode_continue(resource_version: u64, namespace: &str, name: &str) -> String {
+    let token = json!({"rv": resource_version, "start": format!("{namespace}/{name}")});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
+    let bad = || ApiError::bad_request("continue key is not valid");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    let version = value["rv"].as_u64().ok_or_else(bad)?;
+    let start = value["start"].as_str().ok_or_else(bad)?.to_string();
+    Ok((version, start))
+}
+
+fn object_key(object: &Value) -> String {
+    format!(
+        "{}/{}",
+        object["metadata"]["namespace"].as_str().unwrap_or(""),
+        object["metadata"]["name"].as_str().unwrap_or("")
+    )
+}
+
+pub(super) fn list(
+    app: &App,
+    kind: &ResourceKind,
+    namespace: Option<&str>,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    let version = query
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or("");
+    let version_match = query.get("resourceVersionMatch").map(String::as_str);
+    let token = query.get("continue").filter(|token| !token.is_empty());
+    if is_true(query, "sendInitialEvents") {
+        return Err(ApiError::invalid_options(
+            "sendInitialEvents",
+            "Forbidden: sendInitialEvents is forbidden for list",
+        ));
+    }
+    if let Some(version_match) = version_match.filter(|m| !m.is_empty()) {
+        if version.is_empty() {
+            return Err(ApiError::invalid_options(
+                "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if token.is_some() {
+            return Err(ApiError::invalid_options(
+                "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if version_match == "Exact" && version == "0" {
+            return Err(ApiError::invalid_options(
+                "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    let (labels, fields) = selectors(query)?;
+    let (items, current) = app.store.list(kind, namespace);
+    if !version.is_empty() && version != "0" {
+        let requested = parse_version(version)?;
+        if requested > current {
+            return Err(ApiError::from_store(
+                &StoreError::TooLargeResourceVersion { requested, current },
+                Some(kind),
+            ));
+        }
+        if version_match == Some("Exact") && requested != current {
+            // Serving an older exact version needs the store's snapshots (not kept yet).
+            return Err(ApiError::from_store(
+                &StoreError::Expired {
+                    requested,
+                    oldest: current,
+                },
+                Some(kind),
+            ));
+        }
+    }
+    let (list_version, start_after) = match token {
+        Some(token) => {
+            let (version, start) = decode_continue(token)?;
+            if version < app.store.compacted() {
+                return Err(ApiError {
+                    code: 410,
+                    reason: "Expired",
+                    message: "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_string(),
+                    details: None,
+                });
+            }
+            (version, Some(start))
+        }
+        None => (current, None),
+    };
+    let limit = match query.get("limit").filter(|limit| !limit.is_empty()) {
+        Some(limit) => limit
+            .parse::<usize>()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit: {limit:?}")))?,
+        None => 0,
+    };
+    let selected: Vec<&Arc<Value>> = items
+        .iter()
+        .filter(|item| {
+            start_after
+                .as_ref()
+                .is_none_or(|start| object_key(item).as_str() > start.as_str())
+        })
+        .filter(|item| labels.matches(item) && fields.matches(item))
+        .collect();
+    let (page, rest) = if limit > 0 && selected.len() > limit {
+        selected.split_at(limit)
+    } else {
+        (selected.as_slice(), &[][..])
+    };
+    let mut metadata = json!({"resourceVersion": list_version.to_string()});
+    if let (Some(last), false) = (page.last(), rest.is_empty()) {
+        metadata["continue"] = Value::String(encode_continue(
+            list_version,
+            last["metadata"]["namespace"].as_str().unwrap_or(""),
+            last["metadata"]["name"].as_str().unwrap_or(""),
+        ));
+        if labels.is_empty() && fields.is_empty() {
+            metadata["remainingItemCount"] = json!(rest.len());
+        }
+    }
+    // Written by hand so that the stored objects are serialized in place, never copied.
+    let mut body = Vec::with_capacity(64 + page.len() * 512);
+    body.extend_from_slice(b"{\"kind\":");
+    let head = json!(format!("{}List", kind.kind));
+    let _ = serde_json::to_writer(&mut body, &head);
+    body.extend_from_slice(b",\"apiVersion\":");
+    let _ = serde_json::to_writer(&mut body, &json!(kind.api_version()));
+    body.extend_from_slice(b",\"metadata\":");
+    let _ = serde_json::to_writer(&mut body, &metadata);
+    body.extend_from_slice(b",\"items\":[");
+    for (index, item) in page.iter().enumerate() {
+        if index > 0 {
+            body.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut body, &***item);
+    }
+    body.extend_from_slice(b"]}");
+    let mut response = Response::new(Body::from(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+/// A line of a watch stream for an event of a type other than the stored one.
+fn event_line(event_type: &str, object: &Value) -> Bytes {
+    let mut line =
+        serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// What a watcher with these selectors is sent for `event`, if anything: a change that moves an
+/// object into or out of the selection becomes an `ADDED` or a `DELETED`.
+fn filtered_line(
+    event: &WatchEvent,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> Option<Bytes> {
+    if labels.is_empty() && fields.is_empty() {
+        return Some(event.line());
+    }
+    let selected = |object: &Value| labels.matches(object) && fields.matches(object);
+    let now = selected(&event.object);
+    match (event.event_type, &event.previous) {
+        (EventType::Modified, Some(previous)) => match (selected(previous), now) {
+            (true, true) => Some(event.line()),
+            (true, false) => Some(event_line("DELETED", &event.object)),
+            (false, true) => Some(event_line("ADDED", &event.object)),
+            (false, false) => None,
+        },
+        _ => now.then(|| event.line()),
+    }
+}
+
+fn bookmark(kind: &ResourceKind, version: u64, initial_events_end: bool) -> Bytes {
+    let mut metadata = json!({"resourceVersion": version.to_string()});
+    if initial_events_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    event_line(
+        "BOOKMARK",
+        &json!({"kind": kind.kind, "apiVersion": kind.api_version(), "metadata": metadata}),
+    )
+}
+
+struct Stream {
+    watch: Watch,
+    kind: ResourceKind,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    deadline: Instant,
+    bookmarks: Option<Duration>,
+    next_bookmark: Instant,
+    initial_events_end: bool,
+    ended: bool,
+}
+
+impl Stream {
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            if self.ended {
+                return None;
+            }
+            if self.initial_events_end && self.watch.owed_len() == 0 {
+                self.initial_events_end = false;
+                return Some(bookmark(&self.kind, self.watch.start(), true));
+            }
+            let bookmark_at = self.bookmarks.map(|_| self.next_bookmark);
+            tokio::select! {
+                next = self.watch.next() => match next {
+                    Ok(Some(event)) => {
+                        if let Some(line) = filtered_line(&event, &self.labels, &self.fields) {
+                            return Some(line);
+                        }
+                    }
+                    // The store is gone, or this watcher fell behind: end the stream; the
+                    // client resumes from its last resourceVersion.
+                    Ok(None) | Err(_) => {
+                        self.ended = true;
+                        return None;
+                    }
+                },
+                () = tokio::time::sleep_until(self.deadline) => {
+                    self.ended = true;
+                    // A last bookmark lets the client resume exactly where this stream ends.
+                    return self.bookmarks.map(|_| bookmark(&self.kind, self.watch.progress(), false));
+                }
+                () = sleep_until_optional(bookmark_at) => {
+                    if let Some(interval) = self.bookmarks {
+                        self.next_bookmark = Instant::now() + interval;
+                    }
+                    return Some(bookmark(&self.kind, self.watch.progress(), false));
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until_optional(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn streaming(chunks: impl futures_util::Stream<Item = Bytes> + Send + 'static) -> Response {
+    use futures_util::StreamExt;
+    let body = Body::from_stream(chunks.map(Ok::<Bytes, Infallible>));
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+pub(super) fn watch(
+    app: &App,
+    kind: &ResourceKind,
+    namespace: Option<&str>,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    let version = query
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or("");
+    let version_match = query
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .filter(|m| !m.is_empty());
+    let send_initial = is_true(query, "sendInitialEvents");
+    if send_initial && version_match != Some("NotOlderThan") {
+        return Err(ApiError::invalid_options(
+            "resourceVersionMatch",
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !send_initial && version_match.is_some() {
+        return Err(ApiError::invalid_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
+    }
+    let (labels, fields) = selectors(query)?;
+    let start = if send_initial || version.is_empty() || version == "0" {
+        if send_initial && !version.is_empty() && version != "0" {
+            let requested = parse_version(version)?;
+            let current = app.store.resource_version();
+            if requested > current {
+                return Err(ApiError::from_store(
+                    &StoreError::TooLargeResourceVersion { requested, current },
+                    Some(kind),
+                ));
+            }
+        }
+        WatchStart::Current
+    } else {
+        WatchStart::After(parse_version(version)?)
+    };
+    let timeout =
+        match query.get("timeoutSeconds").filter(|t| !t.is_empty()) {
+            Some(seconds) => Duration::from_secs(seconds.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid timeoutSeconds: {seconds:?}"))
+            })?),
+            None => {
+                let min = app.config.min_request_timeout;
+                let spread = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) as f64 / 256.0;
+                min + min.mul_f64(spread)
+            }
+        };
+    let watch = match app.store.watch(kind, namespace, start) {
+        Ok(watch) => watch,
+        Err(expired @ StoreError::Expired { .. }) => {
+            // As kube-apiserver: a 200 stream with one ERROR event, then the end.
+            let status = ApiError::from_store(&expired, Some(kind)).status();
+            let line = event_line("ERROR", &status);
+            return Ok(streaming(futures_util::stream::iter([line])));
+        }
+        Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
+    };
+    let bookmarks = is_true(query, "allowWatchBookmarks").then_some(app.config.bookmark_interval);
+    let now = Instant::now();
+    let stream = Stream {
+        watch,
+        kind: kind.clone(),
+        labels,
+        fields,
+        deadline: now + timeout,
+        bookmarks,
+        next_bookmark: now + app.config.bookmark_interval,
+        initial_events_end: send_initial,
+        ended: false,
+    };
+    let chunks = futures_util::stream::unfold(stream, |mut stream| async move {
+        stream.next_chunk().await.map(|chunk| (chunk, stream))
+    });
+    Ok(streaming(chunks))
+}

@@ -1,0 +1,185 @@
+//! Errors as kube-apiserver reports them: a `Status` object with the HTTP code.
+
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use crate::resource::ResourceKind;
+use crate::storage::StoreError;
+
+/// An error answer of the REST layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// The HTTP status code.
+    pub code: u16,
+    /// `Status.reason`; empty for errors that are not API errors (500).
+    pub reason: &'static str,
+    /// `Status.message`.
+    pub message: String,
+    /// `Status.details`, if any.
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 404 NotFound for a path the server does not serve.
+    pub fn not_found_path() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(verb: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({verb})"),
+        )
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("the request body is larger than the limit of {limit} bytes"),
+        )
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+            ),
+        )
+    }
+
+    /// 422 Invalid for request options (`ListOptions`), with one cause.
+    pub fn invalid_options(field: &str, message: &str) -> Self {
+        let text = format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}");
+        Self {
+            code: 422,
+            reason: "Invalid",
+            message: text,
+            details: Some(json!({
+                "group": "meta.k8s.io",
+                "kind": "ListOptions",
+                "causes": [{"reason": "FieldValueForbidden", "message": message, "field": field}],
+            })),
+        }
+    }
+
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// The error of a store operation on `kind`.
+    pub fn from_store(error: &StoreError, kind: Option<&ResourceKind>) -> Self {
+        let group = kind.map_or(String::new(), |kind| kind.group.clone());
+        let details = match error {
+            StoreError::NotFound { resource, name }
+            | StoreError::AlreadyExists { resource, name }
+            | StoreError::Conflict { resource, name } => {
+                let plural = resource.split('.').next().unwrap_or(resource);
+                let group = resource.split_once('.').map_or("", |(_, group)| group);
+                Some(json!({"name": name, "group": group, "kind": plural}))
+            }
+            StoreError::NamespaceTerminating { name, .. } => {
+                kind.map(|kind| json!({"name": name, "group": group, "kind": kind.plural}))
+            }
+            StoreError::Invalid { name, causes, .. } => Some(json!({
+                "name": name,
+                "group": group,
+                "kind": kind.map_or("", |kind| kind.kind.as_str()),
+                "causes": causes.iter().map(|cause| json!({
+                    "reason": cause.reason,
+                    "message": cause.message,
+                    "field": cause.field,
+                })).collect::<Vec<_>>(),
+            })),
+            StoreError::TooLargeResourceVersion { .. } => Some(json!({
+                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            })),
+            StoreError::Expired { .. } | StoreError::BadRequest(_) => None,
+        };
+        Self {
+            code: error.code(),
+            reason: error.reason(),
+            message: error.to_string(),
+            details,
+        }
+    }
+
+    /// The `Status` object.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+
+    /// The HTTP response.
+    pub fn response(&self) -> Response {
+        json_response(self.code, &self.status())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        Self::from_store(&error, None)
+    }
+}
+
+/// A JSON response with `code`.
+pub fn json_response(code: u16, body: &Value) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    let mut response = Response::new(Body::from(bytes));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A `Status` of success, as a delete without a returned object answers.
+pub fn success(kind: &ResourceKind, name: &str, uid: Option<&str>) -> Value {
+    let mut details = json!({"name": name, "group": kind.group, "kind": kind.plural});
+    if let Some(uid) = uid {
+        details["uid"] = Value::String(uid.to_string());
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}

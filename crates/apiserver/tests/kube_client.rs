@@ -1,0 +1,327 @@
+//! The embedded API server driven by kube-client, as a controller would use it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{
+    Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
+use kube::{Client, Config};
+use serde_json::json;
+
+async fn server() -> (ApiServer, Client) {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let config = Config::new(server.url().parse().unwrap());
+    let client = Client::try_from(config).unwrap();
+    (server, client)
+}
+
+fn configmap(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([("key".to_string(), "value".to_string())])),
+        ..ConfigMap::default()
+    }
+}
+
+fn api_error(error: kube::Error) -> Box<kube::core::Status> {
+    match error {
+        kube::Error::Api(status) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn configmap_lifecycle() {
+    let (_server, client) = server().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some("test".into()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "test");
+
+    let created = api
+        .create(&PostParams::default(), &configmap("a", &[("app", "web")]))
+        .await
+        .unwrap();
+    assert!(created.metadata.uid.is_some());
+    assert!(created.metadata.creation_timestamp.is_some());
+    api.create(&PostParams::default(), &configmap("b", &[("app", "db")]))
+        .await
+        .unwrap();
+
+    let exists = api_error(
+        api.create(&PostParams::default(), &configmap("a", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (exists.code, exists.reason.as_str()),
+        (409, "AlreadyExists")
+    );
+    assert_eq!(exists.message, "configmaps \"a\" already exists");
+
+    let fetched = api.get("a").await.unwrap();
+    assert_eq!(fetched.data.unwrap()["key"], "value");
+
+    let web = api
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    assert_eq!(web.items.len(), 1);
+    let all = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(all.items.len(), 2);
+    assert!(all.metadata.resource_version.is_some());
+
+    // Update with the current version, then again with the stale one.
+    let mut changed = created.clone();
+    changed.data = Some(BTreeMap::from([("key".to_string(), "new".to_string())]));
+    let updated = api
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert_ne!(
+        updated.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    let conflict = api_error(
+        api.replace("a", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        conflict.message,
+        "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+
+    let merged = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"patched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.metadata.labels.unwrap()["patched"], "yes");
+    let json_patched = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::<()>::Json(
+                serde_json::from_value(
+                    json!([{"op": "replace", "path": "/data/key", "value": "j"}]),
+                )
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(json_patched.data.unwrap()["key"], "j");
+
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let gone = api_error(api.get("a").await.unwrap_err());
+    assert_eq!((gone.code, gone.reason.as_str()), (404, "NotFound"));
+    assert_eq!(gone.message, "configmaps \"a\" not found");
+
+    let missing_namespace: Api<ConfigMap> = Api::namespaced(client, "nope");
+    let refused = api_error(
+        missing_namespace
+            .create(&PostParams::default(), &configmap("x", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (refused.code, refused.message.as_str()),
+        (404, "namespaces \"nope\" not found")
+    );
+}
+
+#[tokio::test]
+async fn watch_streams_every_change_in_order() {
+    let (_server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &configmap("before", &[]))
+        .await
+        .unwrap();
+    let mut events = api
+        .watch(&WatchParams::default().timeout(10), "0")
+        .await
+        .unwrap()
+        .boxed();
+    // From "0": a synthetic ADDED for what exists.
+    match events.try_next().await.unwrap().unwrap() {
+        WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("before")),
+        other => panic!("unexpected {other:?}"),
+    }
+    let created = api
+        .create(&PostParams::default(), &configmap("after", &[]))
+        .await
+        .unwrap();
+    api.delete("after", &DeleteParams::default()).await.unwrap();
+    match events.try_next().await.unwrap().unwrap() {
+        WatchEvent::Added(cm) => {
+            assert_eq!(
+                cm.metadata.resource_version,
+                created.metadata.resource_version
+            )
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    match events.try_next().await.unwrap().unwrap() {
+        WatchEvent::Deleted(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("after")),
+        other => panic!("unexpected {other:?}"),
+    }
+
+    // From a resourceVersion: exactly the later events.
+    let from = created.metadata.resource_version.unwrap();
+    let mut resumed = api
+        .watch(&WatchParams::default().timeout(10), &from)
+        .await
+        .unwrap()
+        .boxed();
+    match resumed.try_next().await.unwrap().unwrap() {
+        WatchEvent::Deleted(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("after")),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_expired_resource_version_gets_a_410_error_event() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    for name in ["a", "b", "c"] {
+        api.create(&PostParams::default(), &configmap(name, &[]))
+            .await
+            .unwrap();
+    }
+    server.store().compact(server.store().resource_version());
+    let mut events = api
+        .watch(&WatchParams::default(), "2")
+        .await
+        .unwrap()
+        .boxed();
+    match events.try_next().await.unwrap().unwrap() {
+        WatchEvent::Error(status) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+            assert!(status.message.starts_with("too old resource version: 2"));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(events.next().await.is_none());
+}
+
+#[tokio::test]
+async fn leases_take_part_in_optimistic_concurrency() {
+    let (_server, client) = server().await;
+    let api: Api<Lease> = Api::namespaced(client, "default");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                 "renewTime": "2026-11-21T10:00:00.000000Z"},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &lease).await.unwrap();
+    assert_eq!(
+        created.spec.as_ref().unwrap().holder_identity.as_deref(),
+        Some("a")
+    );
+    let mut takeover = created.clone();
+    takeover.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    api.replace("leader", &PostParams::default(), &takeover)
+        .await
+        .unwrap();
+    // A second candidate racing with the same old version loses.
+    let lost = api_error(
+        api.replace("leader", &PostParams::default(), &takeover)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(lost.code, 409);
+}
+
+#[tokio::test]
+async fn deployments_track_generation_and_status_separately() {
+    let (_server, client) = server().await;
+    let api: Api<Deployment> = Api::namespaced(client, "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+    }))
+    .unwrap();
+    let created = api
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    let scaled = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.metadata.generation, Some(2));
+    let with_status = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"availableReplicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(with_status.status.unwrap().available_replicas, Some(3));
+    assert_eq!(with_status.metadata.generation, Some(2));
+}
+
+#[tokio::test]
+async fn discovery_answers_kube_clients() {
+    let (_server, client) = server().await;
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(version.major, "1");
+    let core = client.list_core_api_resources("v1").await.unwrap();
+    assert!(
+        core.resources
+            .iter()
+            .any(|r| r.name == "configmaps" && r.namespaced)
+    );
+    assert!(core.resources.iter().any(|r| r.name == "pods/status"));
+    let groups = client.list_api_groups().await.unwrap();
+    assert!(
+        groups
+            .groups
+            .iter()
+            .any(|g| g.name == "coordination.k8s.io")
+    );
+    let apps = client.list_api_group_resources("apps/v1").await.unwrap();
+    assert!(apps.resources.iter().any(|r| r.name == "deployments"));
+}
