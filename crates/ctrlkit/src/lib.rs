@@ -3,4 +3,5 @@
 //!
 //! This facade re-exports the ctrlkit crates under one name.
 
+pub use ctrlkit_apiserver as apiserver;
 pub use ctrlkit_workqueue as workqueue;

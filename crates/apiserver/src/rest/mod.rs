@@ -4,6 +4,7 @@
 //! on the verb; every failure answers with a `Status` as kube-apiserver's would.
 
 mod discovery;
+mod openapi;
 mod read;
 pub mod status;
 mod write;
@@ -176,6 +177,15 @@ async fn route(app: &Arc<App>, request: Request) -> Result<Response, ApiError> {
         }
         ["apis", group, version] => get_only(
             discovery::resources(&app.registry, group, version)
+                .ok_or_else(ApiError::not_found_path)?,
+        ),
+        ["openapi", "v3"] => get_only(openapi::index(&app.registry)),
+        ["openapi", "v3", "api", version] => get_only(
+            openapi::group_version(&app.registry, "", version)
+                .ok_or_else(ApiError::not_found_path)?,
+        ),
+        ["openapi", "v3", "apis", group, version] => get_only(
+            openapi::group_version(&app.registry, group, version)
                 .ok_or_else(ApiError::not_found_path)?,
         ),
         ["api", "v1", rest @ ..] => {

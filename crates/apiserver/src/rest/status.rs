@@ -65,6 +65,17 @@ impl ApiError {
         )
     }
 
+    /// 415 UnsupportedMediaType for an object body that is not JSON.
+    pub fn unsupported_body(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json (got {content_type:?})"
+            ),
+        )
+    }
+
     /// 422 Invalid for request options (`ListOptions`), with one cause.
     pub fn invalid_options(field: &str, message: &str) -> Self {
         let text = format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}");

@@ -36,6 +36,11 @@ async fn object_body(
     namespace: &str,
     request: Request,
 ) -> Result<Value, ApiError> {
+    // JSON only: a protobuf or CBOR body gets 415, on which client-go (kubectl) retries in JSON.
+    let content_type = media_type(&request);
+    if !content_type.is_empty() && content_type != "application/json" {
+        return Err(ApiError::unsupported_body(&content_type));
+    }
     let mut object = decode(&body_bytes(app, request).await?)?;
     let Some(fields) = object.as_object_mut() else {
         return Err(ApiError::bad_request(
@@ -118,15 +123,9 @@ pub(super) async fn update(
     Ok(json_response(if created { 201 } else { 200 }, &stored))
 }
 
-pub(super) async fn patch(
-    app: &App,
-    kind: &ResourceKind,
-    namespace: &str,
-    name: &str,
-    status_only: bool,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let content_type = request
+/// The media type of the request's body, without parameters.
+fn media_type(request: &Request) -> String {
+    request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -135,7 +134,18 @@ pub(super) async fn patch(
         .next()
         .unwrap_or("")
         .trim()
-        .to_string();
+        .to_ascii_lowercase()
+}
+
+pub(super) async fn patch(
+    app: &App,
+    kind: &ResourceKind,
+    namespace: &str,
+    name: &str,
+    status_only: bool,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let content_type = media_type(&request);
     let patch = decode(&body_bytes(app, request).await?)?;
     let current = app
         .store

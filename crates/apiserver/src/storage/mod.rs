@@ -156,6 +156,7 @@ impl Store {
         mut object: Value,
     ) -> Result<Arc<Value>, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
+        set_type(kind, &mut object);
         let metadata = metadata_mut(&mut object)?;
         if metadata
             .get("resourceVersion")
@@ -324,6 +325,7 @@ impl Store {
         status_only: bool,
     ) -> Result<(Arc<Value>, bool), StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
+        set_type(kind, &mut object);
         let body_version = metadata_mut(&mut object)?
             .get("resourceVersion")
             .and_then(Value::as_str)
@@ -671,6 +673,19 @@ impl std::fmt::Debug for Store {
             .field("resource_version", &self.resource_version())
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+/// Fills in `apiVersion` and `kind` where a body leaves them out: stored objects always carry
+/// them, as watchers decode events by them.
+fn set_type(kind: &ResourceKind, object: &mut Value) {
+    if let Some(fields) = object.as_object_mut() {
+        fields
+            .entry("apiVersion")
+            .or_insert_with(|| Value::String(kind.api_version()));
+        fields
+            .entry("kind")
+            .or_insert_with(|| Value::String(kind.kind.clone()));
     }
 }
 
