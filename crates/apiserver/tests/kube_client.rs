@@ -325,3 +325,82 @@ async fn discovery_answers_kube_clients() {
     let apps = client.list_api_group_resources("apps/v1").await.unwrap();
     assert!(apps.resources.iter().any(|r| r.name == "deployments"));
 }
+
+#[tokio::test]
+async fn a_custom_resource_is_served_once_its_crd_exists() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let (_server, client) = server().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "foos.samplecontroller.k8s.io"},
+        "spec": {
+            "group": "samplecontroller.k8s.io",
+            "names": {"plural": "foos", "singular": "foo", "kind": "Foo", "shortNames": ["fo"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}},
+            }],
+        },
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let established = crds.get("foos.samplecontroller.k8s.io").await.unwrap();
+    let conditions = established.status.unwrap().conditions.unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+
+    let resources = client
+        .list_api_group_resources("samplecontroller.k8s.io/v1alpha1")
+        .await
+        .unwrap();
+    assert!(resources.resources.iter().any(|r| r.name == "foos/status"));
+
+    let gvk = GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo");
+    let foos: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &ApiResource::from_gvk(&gvk));
+    let foo: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+        "kind": "Foo",
+        "metadata": {"name": "example"},
+        "spec": {"deploymentName": "example", "replicas": 1},
+    }))
+    .unwrap();
+    let created = foos.create(&PostParams::default(), &foo).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    let with_status = foos
+        .patch_status(
+            "example",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"availableReplicas": 1}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(with_status.data["status"]["availableReplicas"], 1);
+    assert_eq!(
+        foos.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+
+    // An update without a resourceVersion is refused for custom resources.
+    let mut unversioned = with_status.clone();
+    unversioned.metadata.resource_version = None;
+    let refused = api_error(
+        foos.replace("example", &PostParams::default(), &unversioned)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(refused.code, 422);
+
+    crds.delete("foos.samplecontroller.k8s.io", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = api_error(foos.get("example").await.unwrap_err());
+    assert_eq!(gone.code, 404);
+}

@@ -185,6 +185,42 @@ async fn scenario(version: &str) {
     );
     assert!(server.store().get(configmaps, "demo", "settings").is_err());
 
+    // apply a CRD, then a custom resource of it.
+    let crd = write(
+        &dir,
+        "crd.yaml",
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: foos.samplecontroller.k8s.io\nspec:\n  group: samplecontroller.k8s.io\n  names: {plural: foos, singular: foo, kind: Foo}\n  scope: Namespaced\n  versions:\n  - name: v1alpha1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n",
+    );
+    let foo = write(
+        &dir,
+        "foo.yaml",
+        "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata:\n  name: example\n  namespace: demo\nspec:\n  deploymentName: example\n  replicas: 1\n",
+    );
+    for (file, created) in [
+        (
+            &crd,
+            "customresourcedefinition.apiextensions.k8s.io/foos.samplecontroller.k8s.io created",
+        ),
+        (&foo, "foo.samplecontroller.k8s.io/example created"),
+    ] {
+        let file = file.to_str().unwrap();
+        let output = if kubectl.needs_validate_false {
+            kubectl
+                .run(&["apply", "-f", file, "--validate=false"])
+                .await
+        } else {
+            kubectl.run(&["apply", "-f", file]).await
+        };
+        assert!(output.contains(created), "{output}");
+    }
+    let foo: serde_json::Value = serde_json::from_str(
+        &kubectl
+            .run(&["get", "foos", "example", "-n", "demo", "-o", "json"])
+            .await,
+    )
+    .unwrap();
+    assert_eq!(foo["spec"]["replicas"], 1);
+
     let lease = write(
         &dir,
         "lease.yaml",

@@ -3,6 +3,7 @@
 //! One handler takes every request, splits its path into the resource it names, and dispatches
 //! on the verb; every failure answers with a `Status` as kube-apiserver's would.
 
+mod crd;
 mod discovery;
 mod openapi;
 mod read;

@@ -6,7 +6,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::status::{ApiError, json_response, success};
-use super::{App, Query};
+use super::{App, Query, crd};
 use crate::patch::{json_patch, merge_patch};
 use crate::resource::ResourceKind;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -94,6 +94,9 @@ pub(super) async fn create(
         .store
         .create(kind, namespace, object)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    if crd::is_crd(kind) {
+        crd::serve(app, &created);
+    }
     Ok(json_response(201, &created))
 }
 
@@ -120,6 +123,9 @@ pub(super) async fn update(
         .store
         .update(kind, namespace, name, object, status_only)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    if crd::is_crd(kind) && !status_only {
+        crd::serve(app, &stored);
+    }
     Ok(json_response(if created { 201 } else { 200 }, &stored))
 }
 
@@ -177,6 +183,9 @@ pub(super) async fn patch(
         .store
         .update(kind, namespace, name, patched, status_only)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    if crd::is_crd(kind) && !status_only {
+        crd::serve(app, &stored);
+    }
     Ok(json_response(200, &stored))
 }
 
@@ -194,11 +203,14 @@ pub(super) async fn delete(
         decode(&body)?
     };
     let precondition = options["preconditions"]["resourceVersion"].as_str();
-    match app
+    let deleted = app
         .store
         .delete(kind, namespace, name, precondition)
-        .map_err(|error| ApiError::from_store(&error, Some(kind)))?
-    {
+        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    if let (true, Deleted::Gone(crd)) = (crd::is_crd(kind), &deleted) {
+        crd::stop_serving(app, crd);
+    }
+    match deleted {
         Deleted::Finalizing(object) => Ok(json_response(200, &object)),
         Deleted::Gone(object) if kind.group.is_empty() && kind.plural == "pods" => {
             Ok(json_response(200, &object))

@@ -1,0 +1,109 @@
+//! CustomResourceDefinitions: creating one serves its resource at once; deleting one stops it.
+
+use serde_json::{Value, json};
+
+use super::App;
+use crate::resource::ResourceKind;
+
+/// Whether `kind` is the CustomResourceDefinition resource itself.
+pub(super) fn is_crd(kind: &ResourceKind) -> bool {
+    kind.group == "apiextensions.k8s.io" && kind.plural == "customresourcedefinitions"
+}
+
+/// The resources a CRD defines: one per served version.
+fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
+    let spec = &crd["spec"];
+    let names = &spec["names"];
+    let (Some(group), Some(plural), Some(kind)) = (
+        spec["group"].as_str(),
+        names["plural"].as_str(),
+        names["kind"].as_str(),
+    ) else {
+        return Vec::new();
+    };
+    let singular = names["singular"]
+        .as_str()
+        .map_or_else(|| kind.to_ascii_lowercase(), str::to_string);
+    let short_names: Vec<String> = names["shortNames"]
+        .as_array()
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let namespaced = spec["scope"].as_str() != Some("Cluster");
+    spec["versions"]
+        .as_array()
+        .map(|versions| versions.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|version| version["served"].as_bool().unwrap_or(true))
+        .filter_map(|version| {
+            Some(ResourceKind {
+                group: group.to_string(),
+                version: version["name"].as_str()?.to_string(),
+                plural: plural.to_string(),
+                singular: singular.clone(),
+                kind: kind.to_string(),
+                namespaced,
+                short_names: short_names.clone(),
+                status_subresource: version["subresources"]["status"].is_object(),
+                tracks_generation: true,
+                requires_resource_version_on_update: true,
+                create_on_update: false,
+            })
+        })
+        .collect()
+}
+
+/// Serves what `crd` defines (replacing what an earlier version of it defined) and marks it
+/// established, as the apiextensions controllers of kube-apiserver do.
+pub(super) fn serve(app: &App, crd: &Value) {
+    let kinds = defined_kinds(crd);
+    if let Some(first) = kinds.first() {
+        app.registry.remove(&first.group, &first.plural);
+    }
+    for kind in &kinds {
+        app.registry.add(kind.clone());
+    }
+    let Some(name) = crd["metadata"]["name"].as_str() else {
+        return;
+    };
+    let names = crd["spec"]["names"].clone();
+    let status = json!({
+        "acceptedNames": names,
+        "storedVersions": kinds.iter().map(|kind| kind.version.clone()).collect::<Vec<_>>(),
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found", "lastTransitionTime": crd["metadata"]["creationTimestamp"]},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": crd["metadata"]["creationTimestamp"]},
+        ],
+    });
+    if crd["status"] == status {
+        return;
+    }
+    let crds = app
+        .registry
+        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    if let Some(crds) = crds {
+        let mut established = crd.clone();
+        established["status"] = status;
+        if let Err(error) = app.store.update(&crds, "", name, established, true) {
+            // Someone updated it meanwhile; their write triggers another serve().
+            tracing::debug!(%error, crd = name, "could not mark the CRD established");
+        }
+    }
+}
+
+/// Stops serving what `crd` defined.
+pub(super) fn stop_serving(app: &App, crd: &Value) {
+    if let (Some(group), Some(plural)) = (
+        crd["spec"]["group"].as_str(),
+        crd["spec"]["names"]["plural"].as_str(),
+    ) {
+        app.registry.remove(group, plural);
+    }
+}
