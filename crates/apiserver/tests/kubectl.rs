@@ -191,7 +191,7 @@ async fn scenario(version: &str) {
         "crd.yaml",
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: foos.samplecontroller.k8s.io\nspec:\n  group: samplecontroller.k8s.io\n  names: {plural: foos, singular: foo, kind: Foo}\n  scope: Namespaced\n  versions:\n  - name: v1alpha1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n",
     );
-    let foo = write(
+    let custom = write(
         &dir,
         "foo.yaml",
         "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata:\n  name: example\n  namespace: demo\nspec:\n  deploymentName: example\n  replicas: 1\n",
@@ -201,7 +201,7 @@ async fn scenario(version: &str) {
             &crd,
             "customresourcedefinition.apiextensions.k8s.io/foos.samplecontroller.k8s.io created",
         ),
-        (&foo, "foo.samplecontroller.k8s.io/example created"),
+        (&custom, "foo.samplecontroller.k8s.io/example created"),
     ] {
         let file = file.to_str().unwrap();
         let output = if kubectl.needs_validate_false {
@@ -213,13 +213,13 @@ async fn scenario(version: &str) {
         };
         assert!(output.contains(created), "{output}");
     }
-    let foo: serde_json::Value = serde_json::from_str(
+    let fetched: serde_json::Value = serde_json::from_str(
         &kubectl
             .run(&["get", "foos", "example", "-n", "demo", "-o", "json"])
             .await,
     )
     .unwrap();
-    assert_eq!(foo["spec"]["replicas"], 1);
+    assert_eq!(fetched["spec"]["replicas"], 1);
 
     let lease = write(
         &dir,
