@@ -76,11 +76,17 @@ impl Connection {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
 }
 
 /// A watch connection that records when each object's ADDED event arrives.
-async fn watcher(address: SocketAddr, seen: Arc<Mutex<HashMap<String, Vec<Instant>>>>, record: bool) {
+async fn watcher(
+    address: SocketAddr,
+    seen: Arc<Mutex<HashMap<String, Vec<Instant>>>>,
+    record: bool,
+) {
     let mut stream = TcpStream::connect(address).await.unwrap();
     stream
         .write_all(b"GET /api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0 HTTP/1.1\r\nHost: bench\r\n\r\n")
@@ -145,7 +151,11 @@ async fn creates_per_second(watchers: usize, total: usize) -> f64 {
                 let mut connection = Connection::open(address).await;
                 for i in (client..total).step_by(clients) {
                     let (code, _) = connection
-                        .request("POST", "/api/v1/namespaces/default/configmaps", &configmap(&format!("cm-{i}")))
+                        .request(
+                            "POST",
+                            "/api/v1/namespaces/default/configmaps",
+                            &configmap(&format!("cm-{i}")),
+                        )
                         .await;
                     assert_eq!(code, 201);
                 }
@@ -180,7 +190,11 @@ async fn delivery_latency(watchers: usize, rate: u64, total: usize) -> (Duration
         ticks.tick().await;
         let name = format!("lat-{i}");
         let (code, _) = connection
-            .request("POST", "/api/v1/namespaces/default/configmaps", &configmap(&name))
+            .request(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                &configmap(&name),
+            )
             .await;
         assert_eq!(code, 201);
         responded.insert(name, Instant::now());
@@ -188,7 +202,11 @@ async fn delivery_latency(watchers: usize, rate: u64, total: usize) -> (Duration
     // Let the last events arrive.
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        let complete = seen.lock().values().filter(|times: &&Vec<Instant>| times.len() == watchers).count();
+        let complete = seen
+            .lock()
+            .values()
+            .filter(|times: &&Vec<Instant>| times.len() == watchers)
+            .count();
         if complete == total {
             break;
         }
@@ -202,7 +220,11 @@ async fn delivery_latency(watchers: usize, rate: u64, total: usize) -> (Duration
             }
         }
     }
-    assert_eq!(latencies.len(), total * watchers, "every watcher saw every event");
+    assert_eq!(
+        latencies.len(),
+        total * watchers,
+        "every watcher saw every event"
+    );
     latencies.sort();
     for task in watch_tasks {
         task.abort();
@@ -215,16 +237,24 @@ async fn delivery_latency(watchers: usize, rate: u64, total: usize) -> (Duration
 /// Lists `count` small ConfigMaps; returns (MB/s, bytes, seconds).
 async fn list_throughput(count: usize) -> (f64, usize, f64) {
     let server = start().await;
-    let configmaps = builtin_resources().into_iter().find(|k| k.plural == "configmaps").unwrap();
+    let configmaps = builtin_resources()
+        .into_iter()
+        .find(|k| k.plural == "configmaps")
+        .unwrap();
     for i in 0..count {
-        let body: serde_json::Value = serde_json::from_slice(&configmap(&format!("cm-{i:06}"))).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&configmap(&format!("cm-{i:06}"))).unwrap();
         server.store().create(&configmaps, "default", body).unwrap();
     }
     let mut connection = Connection::open(server.address()).await;
     // Warm up once, then measure.
-    connection.request("GET", "/api/v1/namespaces/default/configmaps", b"").await;
+    connection
+        .request("GET", "/api/v1/namespaces/default/configmaps", b"")
+        .await;
     let started = Instant::now();
-    let (code, body) = connection.request("GET", "/api/v1/namespaces/default/configmaps", b"").await;
+    let (code, body) = connection
+        .request("GET", "/api/v1/namespaces/default/configmaps", b"")
+        .await;
     let seconds = started.elapsed().as_secs_f64();
     assert_eq!(code, 200);
     server.shutdown().await;
