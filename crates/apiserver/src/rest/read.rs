@@ -44,6 +44,18 @@ fn parse_version(text: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {text:?}")))
 }
 
+/// The resourceVersion `text` asks for; 504 if the store has not reached it.
+fn not_newer_than(text: &str, current: u64, kind: &ResourceKind) -> Result<u64, ApiError> {
+    let requested = parse_version(text)?;
+    if requested > current {
+        return Err(ApiError::from_store(
+            &StoreError::TooLargeResourceVersion { requested, current },
+            Some(kind),
+        ));
+    }
+    Ok(requested)
+}
+
 /// A continue token: the list's resourceVersion and the key the next page starts after.
 fn encode_continue(resource_version: u64, namespace: &str, name: &str) -> String {
     let token = json!({"rv": resource_version, "start": format!("{namespace}/{name}")});
@@ -110,13 +122,7 @@ pub(super) fn list(
     let (labels, fields) = selectors(query)?;
     let (items, current) = app.store.list(kind, namespace);
     if !version.is_empty() && version != "0" {
-        let requested = parse_version(version)?;
-        if requested > current {
-            return Err(ApiError::from_store(
-                &StoreError::TooLargeResourceVersion { requested, current },
-                Some(kind),
-            ));
-        }
+        let requested = not_newer_than(version, current, kind)?;
         if version_match == Some("Exact") && requested != current {
             // Serving an older exact version needs the store's snapshots (not kept yet).
             return Err(ApiError::from_store(
@@ -342,14 +348,7 @@ pub(super) fn watch(
     let (labels, fields) = selectors(query)?;
     let start = if send_initial || version.is_empty() || version == "0" {
         if send_initial && !version.is_empty() && version != "0" {
-            let requested = parse_version(version)?;
-            let current = app.store.resource_version();
-            if requested > current {
-                return Err(ApiError::from_store(
-                    &StoreError::TooLargeResourceVersion { requested, current },
-                    Some(kind),
-                ));
-            }
+            not_newer_than(version, app.store.resource_version(), kind)?;
         }
         WatchStart::Current
     } else {

@@ -119,6 +119,19 @@ pub(super) async fn update(
 ) -> Result<Response, ApiError> {
     let object = object_body(app, kind, namespace, request).await?;
     check_name(&object, name)?;
+    let (stored, created) = store_update(app, kind, namespace, name, object, status_only)?;
+    Ok(json_response(if created { 201 } else { 200 }, &stored))
+}
+
+/// Writes an update (of a PUT or a PATCH) and, for a CRD, serves what it now defines.
+fn store_update(
+    app: &App,
+    kind: &ResourceKind,
+    namespace: &str,
+    name: &str,
+    object: Value,
+    status_only: bool,
+) -> Result<(std::sync::Arc<Value>, bool), ApiError> {
     let (stored, created) = app
         .store
         .update(kind, namespace, name, object, status_only)
@@ -126,7 +139,7 @@ pub(super) async fn update(
     if crd::is_crd(kind) && !status_only {
         crd::serve(app, &stored);
     }
-    Ok(json_response(if created { 201 } else { 200 }, &stored))
+    Ok((stored, created))
 }
 
 /// The media type of the request's body, without parameters.
@@ -179,13 +192,7 @@ pub(super) async fn patch(
     if patched["metadata"].get("resourceVersion").is_none() {
         patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     }
-    let (stored, _) = app
-        .store
-        .update(kind, namespace, name, patched, status_only)
-        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    if crd::is_crd(kind) && !status_only {
-        crd::serve(app, &stored);
-    }
+    let (stored, _) = store_update(app, kind, namespace, name, patched, status_only)?;
     Ok(json_response(200, &stored))
 }
 
