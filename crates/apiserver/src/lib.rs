@@ -6,8 +6,10 @@
 //! - [`resource`] and [`registry`]: what is served;
 //! - [`storage`]: objects with kube-apiserver's resourceVersion, write and watch semantics;
 //! - [`rest`]: the URLs, verbs, selectors, pages, watch streams, discovery and `Status` errors;
-//! - [`server`]: binding and running it.
+//! - [`server`]: binding and running it;
+//! - [`faults`]: the fault hooks reliability tests drive.
 
+pub mod faults;
 pub mod patch;
 pub mod registry;
 pub mod resource;

@@ -1,13 +1,17 @@
-//! Running the server: bind, serve, stop.
+//! Running the server: bind, serve, partition, restart, stop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
 
+use crate::faults::Faults;
 use crate::registry::Registry;
 use crate::rest::{App, RestConfig, handle};
 use crate::storage::{Store, StoreConfig};
@@ -47,6 +51,15 @@ impl Default for ApiServerConfig {
     }
 }
 
+/// What the listener task is told to do.
+enum Command {
+    /// Drop the listener and every connection, refuse connections for a while, listen again on
+    /// the same address.
+    Partition(Duration),
+    /// Drop everything and end.
+    Stop,
+}
+
 /// A running API server; dropping it stops it.
 ///
 /// ```
@@ -61,46 +74,35 @@ impl Default for ApiServerConfig {
 pub struct ApiServer {
     app: Arc<App>,
     address: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
+    commands: mpsc::UnboundedSender<Command>,
     task: Option<JoinHandle<()>>,
 }
 
 impl ApiServer {
     /// Binds and starts serving on the current Tokio runtime.
     pub async fn start(config: ApiServerConfig) -> Result<Self, ServerError> {
-        let listener =
-            TcpListener::bind(config.address)
-                .await
-                .map_err(|source| ServerError::Bind {
-                    address: config.address,
-                    source,
-                })?;
-        let address = listener.local_addr().map_err(|source| ServerError::Bind {
+        let bind_error = |source| ServerError::Bind {
             address: config.address,
             source,
-        })?;
+        };
+        let listener = TcpListener::bind(config.address)
+            .await
+            .map_err(bind_error)?;
+        let address = listener.local_addr().map_err(bind_error)?;
         let app = Arc::new(App {
             store: Store::new(config.store),
             registry: Registry::default(),
             config: config.rest,
             address: address.to_string(),
+            faults: Faults::default(),
         });
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(error) = served {
-                tracing::error!(%error, "the API server stopped serving");
-            }
-        });
+        let (commands, received) = mpsc::unbounded_channel();
+        let task = tokio::spawn(serve(listener, address, router, received));
         Ok(Self {
             app,
             address,
-            stop: Some(stop),
+            commands,
             task: Some(task),
         })
     }
@@ -120,17 +122,103 @@ impl ApiServer {
         &self.app.store
     }
 
-    /// Stops accepting connections and waits for the server task to end. Open watches are ended
-    /// when the server's task is dropped.
+    /// The fault hooks: cut watches, fail or delay requests.
+    pub fn faults(&self) -> &Faults {
+        &self.app.faults
+    }
+
+    /// A network partition: every open connection is dropped and new ones are refused for
+    /// `duration`, then the server listens again on the same address with its state intact.
+    pub fn partition(&self, duration: Duration) {
+        let _ = self.commands.send(Command::Partition(duration));
+    }
+
+    /// Restarts the listener: every open connection is dropped, and the server accepts again
+    /// at once.
+    pub fn restart_listener(&self) {
+        self.partition(Duration::ZERO);
+    }
+
+    /// Stops serving: the listener and every connection are dropped.
     pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        let _ = self.commands.send(Command::Stop);
         if let Some(task) = self.task.take() {
-            task.abort();
             let _ = task.await;
         }
     }
+}
+
+/// The accept loop. Connections run in a `JoinSet`, so a partition can drop them all.
+async fn serve(
+    listener: TcpListener,
+    address: SocketAddr,
+    router: Router,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut listener = Some(listener);
+    let mut connections = JoinSet::new();
+    loop {
+        let accepted = async {
+            match &listener {
+                Some(listener) => listener.accept().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            accepted = accepted => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let service = TowerToHyperService::new(router.clone());
+                    connections.spawn(async move {
+                        let served = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                        if let Err(error) = served {
+                            tracing::debug!(%error, "connection ended with an error");
+                        }
+                    });
+                }
+                Err(error) => {
+                    // Out of file descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            Some(()) = reap(&mut connections) => {}
+            command = commands.recv() => match command {
+                Some(Command::Partition(pause)) => {
+                    drop(listener.take());
+                    connections.abort_all();
+                    tokio::time::sleep(pause).await;
+                    listener = rebind(address).await;
+                }
+                Some(Command::Stop) | None => {
+                    connections.abort_all();
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// Waits for a finished connection task (so the set does not grow); pending while none runs.
+async fn reap(connections: &mut JoinSet<()>) -> Option<()> {
+    if connections.is_empty() {
+        return std::future::pending().await;
+    }
+    connections.join_next().await.map(|_| ())
+}
+
+/// Listens on `address` again, retrying briefly while the old socket lets go of it.
+async fn rebind(address: SocketAddr) -> Option<TcpListener> {
+    for _ in 0..100 {
+        match TcpListener::bind(address).await {
+            Ok(listener) => return Some(listener),
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    tracing::error!(%address, "could not listen again after a partition");
+    None
 }
 
 impl Drop for ApiServer {

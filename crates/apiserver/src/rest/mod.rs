@@ -20,6 +20,7 @@ use axum::http::Method;
 use axum::response::Response;
 
 use self::status::{ApiError, json_response};
+use crate::faults::{Fault, Faults};
 use crate::registry::Registry;
 use crate::resource::ResourceKind;
 use crate::storage::Store;
@@ -56,6 +57,8 @@ pub struct App {
     pub config: RestConfig,
     /// `host:port` the server listens on, for discovery.
     pub address: String,
+    /// The fault hooks.
+    pub faults: Faults,
 }
 
 /// What a resource URL names.
@@ -223,6 +226,33 @@ async fn dispatch(
     request: Request,
 ) -> Result<Response, ApiError> {
     let method = request.method().clone();
+    let (verb, plural) = match &target {
+        Target::Collection { kind, .. } => (
+            match method {
+                Method::GET if is_true(&query, "watch") => "watch",
+                Method::GET => "list",
+                Method::POST => "create",
+                Method::DELETE => "deletecollection",
+                _ => "",
+            },
+            kind.plural.clone(),
+        ),
+        Target::Item { kind, .. } => (
+            match method {
+                Method::GET => "get",
+                Method::PUT => "update",
+                Method::PATCH => "patch",
+                Method::DELETE => "delete",
+                _ => "",
+            },
+            kind.plural.clone(),
+        ),
+    };
+    match app.faults.take(verb, &plural) {
+        Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
+        Some(fault) => return Err(ApiError::injected(fault)),
+        None => {}
+    }
     match target {
         Target::Collection { kind, namespace } => match method {
             Method::GET if is_true(&query, "watch") => {

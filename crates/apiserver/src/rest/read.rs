@@ -143,6 +143,7 @@ pub(super) fn list(
                     reason: "Expired",
                     message: "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_string(),
                     details: None,
+                    retry_after: None,
                 });
             }
             (version, Some(start))
@@ -257,6 +258,8 @@ struct Stream {
     next_bookmark: Instant,
     initial_events_end: bool,
     ended: bool,
+    /// Changes when the fault hooks cut every watch.
+    cuts: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Stream {
@@ -288,6 +291,10 @@ impl Stream {
                     self.ended = true;
                     // A last bookmark lets the client resume exactly where this stream ends.
                     return self.bookmarks.map(|_| bookmark(&self.kind, self.watch.progress(), false));
+                }
+                _ = self.cuts.changed() => {
+                    self.ended = true;
+                    return None;
                 }
                 () = sleep_until_optional(bookmark_at) => {
                     if let Some(interval) = self.bookmarks {
@@ -387,6 +394,7 @@ pub(super) fn watch(
         next_bookmark: now + app.config.bookmark_interval,
         initial_events_end: send_initial,
         ended: false,
+        cuts: app.faults.watch_cuts(),
     };
     let chunks = futures_util::stream::unfold(stream, |mut stream| async move {
         stream.next_chunk().await.map(|chunk| (chunk, stream))

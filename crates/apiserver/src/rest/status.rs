@@ -5,6 +5,7 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use crate::faults::Fault;
 use crate::resource::ResourceKind;
 use crate::storage::StoreError;
 
@@ -19,6 +20,8 @@ pub struct ApiError {
     pub message: String,
     /// `Status.details`, if any.
     pub details: Option<Value>,
+    /// Seconds for a `Retry-After` header (429).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -88,6 +91,7 @@ impl ApiError {
                 "kind": "ListOptions",
                 "causes": [{"reason": "FieldValueForbidden", "message": message, "field": field}],
             })),
+            retry_after: None,
         }
     }
 
@@ -97,6 +101,34 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            retry_after: None,
+        }
+    }
+
+    /// The answer of an injected fault (anything but a delay).
+    pub fn injected(fault: Fault) -> Self {
+        match fault {
+            Fault::TooManyRequests {
+                retry_after_seconds,
+            } => Self {
+                details: Some(json!({"retryAfterSeconds": retry_after_seconds})),
+                retry_after: Some(retry_after_seconds),
+                ..Self::new(
+                    429,
+                    "TooManyRequests",
+                    "Too many requests, please try again later.",
+                )
+            },
+            Fault::ServiceUnavailable => Self::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            Fault::InternalError | Fault::Delay(_) => Self::new(
+                500,
+                "InternalError",
+                "Internal error occurred: injected fault",
+            ),
         }
     }
 
@@ -135,6 +167,7 @@ impl ApiError {
             reason: error.reason(),
             message: error.to_string(),
             details,
+            retry_after: None,
         }
     }
 
@@ -157,7 +190,13 @@ impl ApiError {
 
     /// The HTTP response.
     pub fn response(&self) -> Response {
-        json_response(self.code, &self.status())
+        let mut response = json_response(self.code, &self.status());
+        if let Some(seconds) = self.retry_after {
+            if let Ok(value) = header::HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
     }
 }
 

@@ -183,6 +183,7 @@ pub(super) async fn patch(
                 reason: "Invalid",
                 message: error.to_string(),
                 details: None,
+                retry_after: None,
             })?;
         }
         other => return Err(ApiError::unsupported_media_type(other)),

@@ -1,0 +1,146 @@
+//! The fault hooks, as the reliability tests of the other crates use them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use ctrlkit_apiserver::faults::Fault;
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ObjectMeta, PostParams, WatchParams};
+use kube::{Client, Config};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn server() -> (ApiServer, Client) {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    (server, client)
+}
+
+/// A GET over a fresh connection: the status code and the raw response.
+async fn raw_get(server: &ApiServer, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(server.address()).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    Ok((response[9..12].parse().unwrap(), response))
+}
+
+fn configmap(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    }
+}
+
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test]
+async fn injected_statuses_match_by_verb_and_resource_then_run_out() {
+    let (server, _client) = server().await;
+    server.faults().fail_next(
+        1,
+        Some("list"),
+        Some("configmaps"),
+        Fault::TooManyRequests {
+            retry_after_seconds: 7,
+        },
+    );
+    server.faults().fail_next(
+        1,
+        Some("list"),
+        Some("configmaps"),
+        Fault::ServiceUnavailable,
+    );
+    server
+        .faults()
+        .fail_next(1, Some("list"), Some("configmaps"), Fault::InternalError);
+
+    // Another resource is untouched.
+    assert_eq!(
+        raw_get(&server, "/api/v1/namespaces/default/secrets")
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    let (code, response) = raw_get(&server, CONFIGMAPS).await.unwrap();
+    assert_eq!(code, 429);
+    assert!(response.to_ascii_lowercase().contains("retry-after: 7"));
+    assert!(response.contains(r#""reason":"TooManyRequests""#));
+    assert!(response.contains(r#""retryAfterSeconds":7"#));
+    let (code, response) = raw_get(&server, CONFIGMAPS).await.unwrap();
+    assert_eq!(code, 503);
+    assert!(response.contains(r#""reason":"ServiceUnavailable""#));
+    let (code, response) = raw_get(&server, CONFIGMAPS).await.unwrap();
+    assert_eq!(code, 500);
+    assert!(response.contains(r#""reason":"InternalError""#));
+    assert_eq!(raw_get(&server, CONFIGMAPS).await.unwrap().0, 200);
+}
+
+#[tokio::test]
+async fn delays_hold_a_request_then_serve_it() {
+    let (server, _client) = server().await;
+    server.faults().fail_next(
+        1,
+        Some("get"),
+        None,
+        Fault::Delay(Duration::from_millis(300)),
+    );
+    let started = Instant::now();
+    let (code, _) = raw_get(&server, &format!("{CONFIGMAPS}/missing"))
+        .await
+        .unwrap();
+    assert_eq!(code, 404);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn cut_watches_end_every_open_stream() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut events = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &configmap("a"))
+        .await
+        .unwrap();
+    assert!(events.try_next().await.unwrap().is_some());
+    server.faults().cut_watches();
+    let ended = tokio::time::timeout(Duration::from_secs(5), events.try_next()).await;
+    assert!(matches!(ended, Ok(Ok(None))), "the stream ends: {ended:?}");
+}
+
+#[tokio::test]
+async fn a_partition_refuses_connections_then_heals_with_the_state_intact() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &configmap("kept"))
+        .await
+        .unwrap();
+    let version = server.store().resource_version();
+
+    server.partition(Duration::from_millis(500));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        raw_get(&server, CONFIGMAPS).await.is_err(),
+        "connections are refused"
+    );
+
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(raw_get(&server, CONFIGMAPS).await.unwrap().0, 200);
+    assert_eq!(server.store().resource_version(), version);
+    assert!(api.get("kept").await.is_ok());
+
+    // A restart drops open connections and accepts again at once.
+    server.restart_listener();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(api.get("kept").await.is_ok());
+}
