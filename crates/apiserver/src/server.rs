@@ -97,6 +97,7 @@ impl ApiServer {
             faults: Faults::default(),
         });
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));
+        tokio::spawn(namespace_lifecycle(Arc::downgrade(&app)));
         let (commands, received) = mpsc::unbounded_channel();
         let task = tokio::spawn(serve(listener, address, router, received));
         Ok(Self {
@@ -197,6 +198,27 @@ async fn serve(
                     return;
                 }
             },
+        }
+    }
+}
+
+/// What kube-apiserver's namespace controller does: empties each namespace being deleted, then
+/// lets it go. Runs until the server is gone.
+async fn namespace_lifecycle(app: std::sync::Weak<App>) {
+    let mut ticks = tokio::time::interval(Duration::from_millis(50));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(app) = app.upgrade() else {
+            return;
+        };
+        for namespace in app.store.terminating_namespaces() {
+            if app.store.delete_namespace_contents(&namespace) == 0 {
+                if let Err(error) = app.store.finalize_namespace(&namespace) {
+                    // Someone updated it meanwhile: the next tick tries again.
+                    tracing::debug!(%error, namespace, "could not finalize the namespace yet");
+                }
+            }
         }
     }
 }

@@ -404,3 +404,87 @@ async fn a_custom_resource_is_served_once_its_crd_exists() {
     let gone = api_error(foos.get("example").await.unwrap_err());
     assert_eq!(gone.code, 404);
 }
+
+#[tokio::test]
+async fn deleting_a_namespace_terminates_it_empties_it_then_removes_it() {
+    let (_server, client) = server().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap();
+    let created = namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Active"));
+    assert_eq!(
+        created.spec.unwrap().finalizers,
+        Some(vec!["kubernetes".to_string()])
+    );
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
+    configmaps
+        .create(&PostParams::default(), &configmap("plain", &[]))
+        .await
+        .unwrap();
+    let mut held = configmap("held", &[]);
+    held.metadata.finalizers = Some(vec!["example.com/cleanup".into()]);
+    configmaps
+        .create(&PostParams::default(), &held)
+        .await
+        .unwrap();
+
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let terminating = namespaces.get("doomed").await.unwrap();
+    assert_eq!(
+        terminating.status.unwrap().phase.as_deref(),
+        Some("Terminating")
+    );
+    let refused = api_error(
+        configmaps
+            .create(&PostParams::default(), &configmap("late", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
+
+    // The contents go; the one held by a finalizer stays, marked, and holds the namespace.
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(20));
+    let mut plain_gone = false;
+    for _ in 0..100 {
+        if configmaps.get("plain").await.is_err() {
+            plain_gone = true;
+            break;
+        }
+        pause().await;
+    }
+    assert!(plain_gone);
+    let marked = configmaps.get("held").await.unwrap();
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        namespaces.get("doomed").await.is_ok(),
+        "held by the finalizer"
+    );
+
+    // Release it: the namespace finishes and disappears.
+    configmaps
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    let mut namespace_gone = false;
+    for _ in 0..100 {
+        if namespaces.get("doomed").await.is_err() {
+            namespace_gone = true;
+            break;
+        }
+        pause().await;
+    }
+    assert!(namespace_gone);
+}

@@ -209,6 +209,12 @@ impl Store {
         } else {
             metadata.remove("namespace");
         }
+        if is_namespaces(kind) {
+            if object["spec"]["finalizers"].is_null() {
+                object["spec"]["finalizers"] = serde_json::json!(["kubernetes"]);
+            }
+            object["status"] = serde_json::json!({"phase": "Active"});
+        }
 
         let mut state = self.state.lock();
         if kind.namespaced {
@@ -239,7 +245,7 @@ impl Store {
         }
         Ok(self.commit(
             &mut state,
-            kind,
+            &kind.key(),
             namespace,
             &name,
             Some(object),
@@ -433,12 +439,11 @@ impl Store {
             // Nothing changed: no new resourceVersion, no event, as kube-apiserver.
             return Ok((old, false));
         }
-        let finalized = new["metadata"].get("deletionTimestamp").is_some()
-            && !new["metadata"].as_object().is_some_and(has_finalizers);
+        let finalized = new["metadata"].get("deletionTimestamp").is_some() && !held(kind, &new);
         if finalized {
             let gone = self.commit(
                 &mut state,
-                kind,
+                &kind.key(),
                 namespace,
                 name,
                 Some(new),
@@ -448,7 +453,7 @@ impl Store {
             return Ok((
                 self.commit(
                     &mut state,
-                    kind,
+                    &kind.key(),
                     namespace,
                     name,
                     Some(removed),
@@ -460,7 +465,7 @@ impl Store {
         Ok((
             self.commit(
                 &mut state,
-                kind,
+                &kind.key(),
                 namespace,
                 name,
                 Some(new),
@@ -498,17 +503,20 @@ impl Store {
                 name: name.to_string(),
             });
         }
-        if old["metadata"].as_object().is_some_and(has_finalizers) {
+        if held(kind, &old) {
             if old["metadata"].get("deletionTimestamp").is_some() {
                 return Ok(Deleted::Finalizing(old));
             }
             let mut marked = (*old).clone();
+            if is_namespaces(kind) {
+                marked["status"]["phase"] = Value::String("Terminating".into());
+            }
             let metadata = metadata_mut(&mut marked)?;
             metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
             metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
             let marked = self.commit(
                 &mut state,
-                kind,
+                &kind.key(),
                 namespace,
                 name,
                 Some(marked),
@@ -519,7 +527,7 @@ impl Store {
         let last = (*old).clone();
         Ok(Deleted::Gone(self.commit(
             &mut state,
-            kind,
+            &kind.key(),
             namespace,
             name,
             Some(last),
@@ -532,7 +540,7 @@ impl Store {
     fn commit(
         &self,
         state: &mut State,
-        kind: &ResourceKind,
+        resource: &ResourceKey,
         namespace: &str,
         name: &str,
         object: Option<Value>,
@@ -545,7 +553,7 @@ impl Store {
             metadata.insert("resourceVersion".into(), Value::String(version.to_string()));
         }
         let object = Arc::new(object);
-        let objects = state.objects.entry(kind.key()).or_default();
+        let objects = state.objects.entry(resource.clone()).or_default();
         let key = (namespace.to_string(), name.to_string());
         let previous = if event_type == EventType::Deleted {
             objects.remove(&key)
@@ -555,7 +563,7 @@ impl Store {
         let previous = previous.filter(|_| event_type == EventType::Modified);
         let event = Arc::new(WatchEvent::new(
             event_type,
-            kind.key(),
+            resource.clone(),
             namespace.to_string(),
             version,
             Arc::clone(&object),
@@ -570,6 +578,86 @@ impl Store {
         // No receiver is not an error: nobody watches.
         let _ = self.events.send(event);
         object
+    }
+
+    /// The namespaces being deleted (marked, waiting for their contents to go).
+    pub fn terminating_namespaces(&self) -> Vec<String> {
+        let state = self.state.lock();
+        state
+            .objects
+            .get(&self.namespaces.key())
+            .into_iter()
+            .flat_map(|namespaces| namespaces.values())
+            .filter(|namespace| namespace["metadata"].get("deletionTimestamp").is_some())
+            .filter_map(|namespace| namespace["metadata"]["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Deletes everything in `namespace` (objects with finalizers are only marked); returns how
+    /// many objects are still there.
+    pub fn delete_namespace_contents(&self, namespace: &str) -> usize {
+        let mut state = self.state.lock();
+        let namespaces = self.namespaces.key();
+        let mut inside: Vec<(ResourceKey, String, Arc<Value>)> = Vec::new();
+        for (resource, objects) in &state.objects {
+            if *resource == namespaces {
+                continue;
+            }
+            let contents = objects
+                .range((namespace.to_string(), String::new())..)
+                .take_while(|((ns, _), _)| ns == namespace);
+            for ((_, name), object) in contents {
+                inside.push((resource.clone(), name.clone(), Arc::clone(object)));
+            }
+        }
+        let mut remaining = 0;
+        for (resource, name, object) in inside {
+            let last = (*object).clone();
+            if object["metadata"].as_object().is_some_and(has_finalizers) {
+                remaining += 1;
+                if object["metadata"].get("deletionTimestamp").is_none() {
+                    let mut marked = last;
+                    if let Ok(metadata) = metadata_mut(&mut marked) {
+                        metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
+                        metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                    }
+                    self.commit(
+                        &mut state,
+                        &resource,
+                        namespace,
+                        &name,
+                        Some(marked),
+                        EventType::Modified,
+                    );
+                }
+            } else {
+                self.commit(
+                    &mut state,
+                    &resource,
+                    namespace,
+                    &name,
+                    Some(last),
+                    EventType::Deleted,
+                );
+            }
+        }
+        remaining
+    }
+
+    /// Ends the deletion of an emptied namespace: its `kubernetes` finalizer is removed, and the
+    /// namespace with it unless other finalizers hold it.
+    pub fn finalize_namespace(&self, namespace: &str) -> Result<(), StoreError> {
+        let kind = self.namespaces.clone();
+        let current = self.get(&kind, "", namespace)?;
+        if current["metadata"].get("deletionTimestamp").is_none() {
+            return Ok(());
+        }
+        let mut finalized = (*current).clone();
+        if let Some(finalizers) = finalized["spec"]["finalizers"].as_array_mut() {
+            finalizers.retain(|finalizer| finalizer != "kubernetes");
+        }
+        self.update(&kind, "", namespace, finalized, false)
+            .map(|_| ())
     }
 
     /// Watches the resource (in `namespace`, if given) from `start`.
@@ -674,6 +762,20 @@ impl std::fmt::Debug for Store {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
+}
+
+fn is_namespaces(kind: &ResourceKind) -> bool {
+    kind.group.is_empty() && kind.plural == "namespaces"
+}
+
+/// Whether deleting `object` must wait: it has finalizers (or, for a namespace, the
+/// `spec.finalizers` its lifecycle controller removes once the namespace is empty).
+fn held(kind: &ResourceKind, object: &Value) -> bool {
+    object["metadata"].as_object().is_some_and(has_finalizers)
+        || (is_namespaces(kind)
+            && object["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|finalizers| !finalizers.is_empty()))
 }
 
 /// Fills in `apiVersion` and `kind` where a body leaves them out: stored objects always carry
