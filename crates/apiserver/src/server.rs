@@ -97,7 +97,7 @@ impl ApiServer {
             faults: Faults::default(),
         });
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));
-        tokio::spawn(namespace_lifecycle(Arc::downgrade(&app)));
+        tokio::spawn(cluster_controllers(Arc::downgrade(&app)));
         let (commands, received) = mpsc::unbounded_channel();
         let task = tokio::spawn(serve(listener, address, router, received));
         Ok(Self {
@@ -202,9 +202,10 @@ async fn serve(
     }
 }
 
-/// What kube-apiserver's namespace controller does: empties each namespace being deleted, then
-/// lets it go. Runs until the server is gone.
-async fn namespace_lifecycle(app: std::sync::Weak<App>) {
+/// The controllers that run beside kube-apiserver in a cluster, which envtest lacks: the
+/// namespace controller (empties each namespace being deleted, then lets it go) and the garbage
+/// collector (dependents go with their owners). Runs until the server is gone.
+async fn cluster_controllers(app: std::sync::Weak<App>) {
     let mut ticks = tokio::time::interval(Duration::from_millis(50));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -212,6 +213,7 @@ async fn namespace_lifecycle(app: std::sync::Weak<App>) {
         let Some(app) = app.upgrade() else {
             return;
         };
+        app.store.collect_garbage();
         for namespace in app.store.terminating_namespaces() {
             if app.store.delete_namespace_contents(&namespace) == 0 {
                 if let Err(error) = app.store.finalize_namespace(&namespace) {

@@ -488,3 +488,108 @@ async fn deleting_a_namespace_terminates_it_empties_it_then_removes_it() {
     }
     assert!(namespace_gone);
 }
+
+/// Polls `check` every 20 ms for up to 2 s.
+async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
+    for _ in 0..100 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn owned_by(name: &str, owner: &ConfigMap, finalizer: Option<&str>) -> ConfigMap {
+    let mut dependent = configmap(name, &[]);
+    dependent.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: owner.metadata.name.clone().unwrap(),
+            uid: owner.metadata.uid.clone().unwrap(),
+            block_owner_deletion: Some(true),
+            ..Default::default()
+        },
+    ]);
+    dependent.metadata.finalizers = finalizer.map(|f| vec![f.to_string()]);
+    dependent
+}
+
+#[tokio::test]
+async fn the_garbage_collector_honours_each_propagation_policy() {
+    let (_server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let pp = PostParams::default();
+
+    // Background (the default): the owner goes at once, its dependents (and theirs) after.
+    let owner = api.create(&pp, &configmap("bg-owner", &[])).await.unwrap();
+    let child = api
+        .create(&pp, &owned_by("bg-child", &owner, None))
+        .await
+        .unwrap();
+    api.create(&pp, &owned_by("bg-grandchild", &child, None))
+        .await
+        .unwrap();
+    api.delete("bg-owner", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(eventually(async || api.get("bg-grandchild").await.is_err()).await);
+    assert!(api.get("bg-child").await.is_err());
+
+    // Foreground: the owner waits, marked, until its dependents are gone.
+    let owner = api.create(&pp, &configmap("fg-owner", &[])).await.unwrap();
+    api.create(&pp, &owned_by("fg-child", &owner, Some("example.com/hold")))
+        .await
+        .unwrap();
+    api.delete("fg-owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let waiting = api.get("fg-owner").await.unwrap();
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    assert!(
+        waiting
+            .metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    assert!(
+        eventually(async || api
+            .get("fg-child")
+            .await
+            .is_ok_and(|child| child.metadata.deletion_timestamp.is_some()))
+        .await
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        api.get("fg-owner").await.is_ok(),
+        "held while its dependent finalizes"
+    );
+    api.patch(
+        "fg-child",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(eventually(async || api.get("fg-owner").await.is_err()).await);
+
+    // Orphan: the dependents stay, their references to the owner removed.
+    let owner = api.create(&pp, &configmap("or-owner", &[])).await.unwrap();
+    api.create(&pp, &owned_by("or-child", &owner, None))
+        .await
+        .unwrap();
+    api.delete("or-owner", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let orphan = api.get("or-child").await.unwrap();
+    assert!(
+        orphan
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+}

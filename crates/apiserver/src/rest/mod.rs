@@ -289,7 +289,7 @@ async fn dispatch(
                     write::patch(app, &kind, &namespace, &name, status_only, request).await
                 }
                 Method::DELETE if !status_only => {
-                    write::delete(app, &kind, &namespace, &name, request).await
+                    write::delete(app, &kind, &namespace, &name, &query, request).await
                 }
                 other => Err(ApiError::method_not_allowed(other.as_str())),
             }

@@ -10,7 +10,7 @@ use super::{App, Query, crd};
 use crate::patch::{json_patch, merge_patch};
 use crate::resource::ResourceKind;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::storage::Deleted;
+use crate::storage::{Deleted, Propagation};
 
 /// Reads the request body, refusing one over the size limit.
 async fn body_bytes(app: &App, request: Request) -> Result<bytes::Bytes, ApiError> {
@@ -202,6 +202,7 @@ pub(super) async fn delete(
     kind: &ResourceKind,
     namespace: &str,
     name: &str,
+    query: &Query,
     request: Request,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(app, request).await?;
@@ -211,9 +212,18 @@ pub(super) async fn delete(
         decode(&body)?
     };
     let precondition = options["preconditions"]["resourceVersion"].as_str();
+    let policy = options["propagationPolicy"]
+        .as_str()
+        .or(query.get("propagationPolicy").map(String::as_str))
+        .unwrap_or("Background");
+    let propagation = Propagation::parse(policy).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: {policy:?}: supported values: \"Orphan\", \"Background\", \"Foreground\""
+        ))
+    })?;
     let deleted = app
         .store
-        .delete(kind, namespace, name, precondition)
+        .delete_with(kind, namespace, name, precondition, propagation)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
     if let (true, Deleted::Gone(crd)) = (crd::is_crd(kind), &deleted) {
         crd::stop_serving(app, crd);

@@ -7,6 +7,7 @@
 
 mod error;
 mod event;
+mod gc;
 mod meta;
 mod watch;
 
@@ -19,6 +20,7 @@ use tokio::sync::broadcast;
 
 pub use self::error::{Cause, StoreError};
 pub use self::event::{EventType, WatchEvent};
+pub use self::gc::{FOREGROUND_DELETION, Propagation};
 pub use self::watch::{Watch, WatchError};
 
 use self::meta::{
@@ -97,6 +99,8 @@ struct State {
 /// ```
 pub struct Store {
     state: Mutex<State>,
+    /// Set by every deletion: the garbage collector has work.
+    gc_needed: std::sync::atomic::AtomicBool,
     events: broadcast::Sender<Arc<WatchEvent>>,
     config: StoreConfig,
     namespaces: ResourceKind,
@@ -112,6 +116,7 @@ impl Store {
             .unwrap_or_else(|| unreachable!("the built-in resources include namespaces"));
         let (events, _) = broadcast::channel(config.watch_buffer.max(1));
         let store = Self {
+            gc_needed: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(State {
                 resource_version: 0,
                 objects: HashMap::new(),
@@ -561,6 +566,10 @@ impl Store {
             objects.insert(key, Arc::clone(&object))
         };
         let previous = previous.filter(|_| event_type == EventType::Modified);
+        if event_type == EventType::Deleted {
+            self.gc_needed
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
         let event = Arc::new(WatchEvent::new(
             event_type,
             resource.clone(),

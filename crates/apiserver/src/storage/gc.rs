@@ -1,0 +1,250 @@
+//! The garbage collector: dependents go with their owners (`metadata.ownerReferences`), as
+//! kube-controller-manager's garbage collector does, with the three propagation policies.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::Value;
+
+use super::meta::{has_finalizers, metadata_mut, now_timestamp};
+use super::{Deleted, EventType, ResourceKey, State, Store, StoreError};
+use crate::resource::ResourceKind;
+
+/// The finalizer that holds an owner deleted in the foreground until its dependents are gone.
+pub const FOREGROUND_DELETION: &str = "foregroundDeletion";
+
+/// What happens to the dependents of a deleted object (`DeleteOptions.propagationPolicy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Propagation {
+    /// The owner goes at once; its dependents are deleted after (the default).
+    #[default]
+    Background,
+    /// The owner stays (with the `foregroundDeletion` finalizer) until its dependents are gone.
+    Foreground,
+    /// The dependents stay, with their references to the owner removed.
+    Orphan,
+}
+
+impl Propagation {
+    /// Parses `Background`, `Foreground` or `Orphan`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "Background" => Some(Self::Background),
+            "Foreground" => Some(Self::Foreground),
+            "Orphan" => Some(Self::Orphan),
+            _ => None,
+        }
+    }
+}
+
+fn owner_uids(object: &Value) -> Vec<String> {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .map(|owners| {
+            owners
+                .iter()
+                .filter_map(|owner| owner["uid"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn uid(object: &Value) -> Option<&str> {
+    object["metadata"]["uid"].as_str()
+}
+
+type Located = (ResourceKey, String, String, Arc<Value>);
+
+fn every_object(state: &State) -> Vec<Located> {
+    state
+        .objects
+        .iter()
+        .flat_map(|(resource, objects)| {
+            objects.iter().map(move |((namespace, name), object)| {
+                (
+                    resource.clone(),
+                    namespace.clone(),
+                    name.clone(),
+                    Arc::clone(object),
+                )
+            })
+        })
+        .collect()
+}
+
+impl Store {
+    /// Deletes `name` as [`delete`](Store::delete) does, with a propagation policy for its
+    /// dependents.
+    pub fn delete_with(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        precondition: Option<&str>,
+        propagation: Propagation,
+    ) -> Result<Deleted, StoreError> {
+        match propagation {
+            Propagation::Background => self.delete(kind, namespace, name, precondition),
+            Propagation::Orphan => {
+                let owner = self.get(kind, namespace, name)?;
+                if let Some(owner_uid) = uid(&owner) {
+                    self.orphan_dependents(owner_uid);
+                }
+                self.delete(kind, namespace, name, precondition)
+            }
+            Propagation::Foreground => {
+                let namespace = if kind.namespaced { namespace } else { "" };
+                let current = self.get(kind, namespace, name)?;
+                if precondition.is_some_and(|v| current["metadata"]["resourceVersion"] != v) {
+                    return Err(StoreError::Conflict {
+                        resource: kind.qualified_name(),
+                        name: name.to_string(),
+                    });
+                }
+                if current["metadata"].get("deletionTimestamp").is_some() {
+                    return Ok(Deleted::Finalizing(current));
+                }
+                let mut marked = (*current).clone();
+                let metadata = metadata_mut(&mut marked)?;
+                let finalizers = metadata
+                    .entry("finalizers")
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Some(finalizers) = finalizers.as_array_mut() {
+                    if !finalizers.iter().any(|f| f == FOREGROUND_DELETION) {
+                        finalizers.push(Value::String(FOREGROUND_DELETION.to_string()));
+                    }
+                }
+                metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
+                metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                let mut state = self.state.lock();
+                let marked = self.commit(
+                    &mut state,
+                    &kind.key(),
+                    namespace,
+                    name,
+                    Some(marked),
+                    EventType::Modified,
+                );
+                self.gc_needed.store(true, Ordering::Release);
+                Ok(Deleted::Finalizing(marked))
+            }
+        }
+    }
+
+    /// Removes every reference to `owner_uid` from the objects that hold one.
+    fn orphan_dependents(&self, owner_uid: &str) {
+        let mut state = self.state.lock();
+        for (resource, namespace, name, object) in every_object(&state) {
+            if !owner_uids(&object).iter().any(|owner| owner == owner_uid) {
+                continue;
+            }
+            let mut orphaned = (*object).clone();
+            if let Some(owners) = orphaned["metadata"]["ownerReferences"].as_array_mut() {
+                owners.retain(|owner| owner["uid"] != owner_uid);
+            }
+            self.commit(
+                &mut state,
+                &resource,
+                &namespace,
+                &name,
+                Some(orphaned),
+                EventType::Modified,
+            );
+        }
+    }
+
+    /// One pass of the garbage collector, if a deletion since the last pass calls for one:
+    /// dependents whose owners are all gone are deleted; references to gone owners are dropped
+    /// from dependents that keep a live one; dependents of an owner deleted in the foreground are
+    /// deleted, and the owner's `foregroundDeletion` finalizer is removed once none is left.
+    pub fn collect_garbage(&self) {
+        if !self.gc_needed.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let mut state = self.state.lock();
+        let objects = every_object(&state);
+        let live: HashSet<&str> = objects
+            .iter()
+            .filter_map(|(.., object)| uid(object))
+            .collect();
+        let foreground: HashSet<&str> = objects
+            .iter()
+            .filter(|(.., object)| {
+                object["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f == FOREGROUND_DELETION))
+                    && object["metadata"].get("deletionTimestamp").is_some()
+            })
+            .filter_map(|(.., object)| uid(object))
+            .collect();
+        let mut still_owned: HashSet<String> = HashSet::new();
+        let mut changes: Vec<(Located, Option<Value>, EventType)> = Vec::new();
+        for located in &objects {
+            let object = &located.3;
+            let owners = owner_uids(object);
+            if owners.is_empty() {
+                continue;
+            }
+            let alive: Vec<&String> = owners
+                .iter()
+                .filter(|o| live.contains(o.as_str()))
+                .collect();
+            let cascade = alive.is_empty() || alive.iter().any(|o| foreground.contains(o.as_str()));
+            if cascade {
+                for owner in &alive {
+                    still_owned.insert((*owner).clone());
+                }
+                if object["metadata"].get("deletionTimestamp").is_some() {
+                    continue; // already on its way
+                }
+                if object["metadata"].as_object().is_some_and(has_finalizers) {
+                    let mut marked = (**object).clone();
+                    if let Ok(metadata) = metadata_mut(&mut marked) {
+                        metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
+                        metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                    }
+                    changes.push((located.clone(), Some(marked), EventType::Modified));
+                } else {
+                    changes.push((
+                        located.clone(),
+                        Some((**object).clone()),
+                        EventType::Deleted,
+                    ));
+                }
+            } else if alive.len() < owners.len() {
+                let mut trimmed = (**object).clone();
+                if let Some(refs) = trimmed["metadata"]["ownerReferences"].as_array_mut() {
+                    refs.retain(|r| r["uid"].as_str().is_some_and(|u| live.contains(u)));
+                }
+                changes.push((located.clone(), Some(trimmed), EventType::Modified));
+            }
+        }
+        for located in &objects {
+            let object = &located.3;
+            let Some(owner) = uid(object) else { continue };
+            if !foreground.contains(owner) || still_owned.contains(owner) {
+                continue;
+            }
+            let mut released = (**object).clone();
+            if let Some(finalizers) = released["metadata"]["finalizers"].as_array_mut() {
+                finalizers.retain(|f| f != FOREGROUND_DELETION);
+            }
+            let event = if released["metadata"].as_object().is_some_and(has_finalizers) {
+                EventType::Modified
+            } else {
+                EventType::Deleted
+            };
+            changes.push((located.clone(), Some(released), event));
+        }
+        let changed = !changes.is_empty();
+        for ((resource, namespace, name, _), object, event) in changes {
+            self.commit(&mut state, &resource, &namespace, &name, object, event);
+        }
+        if changed || !foreground.is_empty() {
+            // Cascades go one level a pass; come back for the next (and for foreground owners
+            // whose dependents are still finalizing).
+            self.gc_needed.store(true, Ordering::Release);
+        }
+    }
+}
