@@ -262,7 +262,37 @@ struct Stream {
     cuts: tokio::sync::watch::Receiver<u64>,
 }
 
+/// How many bytes of events already waiting are sent in one chunk with the one that woke the
+/// stream: one write instead of many when changes come in bursts.
+const BATCH_BYTES: usize = 64 * 1024;
+
 impl Stream {
+    /// `first` followed by the events that are ready now (up to [`BATCH_BYTES`]).
+    fn with_ready_events(&mut self, first: Bytes) -> Bytes {
+        if self.initial_events_end {
+            // The initial-events-end bookmark must follow the initial events at once.
+            return first;
+        }
+        let mut batch: Option<Vec<u8>> = None;
+        while batch.as_ref().map_or(first.len(), Vec::len) < BATCH_BYTES {
+            match self.watch.try_next() {
+                Ok(Some(event)) => {
+                    if let Some(line) = filtered_line(&event, &self.labels, &self.fields) {
+                        batch
+                            .get_or_insert_with(|| first.to_vec())
+                            .extend_from_slice(&line);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    // Fell behind: send what we have; the next read ends the stream.
+                    break;
+                }
+            }
+        }
+        batch.map_or(first, Bytes::from)
+    }
+
     async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
             if self.ended {
@@ -277,7 +307,7 @@ impl Stream {
                 next = self.watch.next() => match next {
                     Ok(Some(event)) => {
                         if let Some(line) = filtered_line(&event, &self.labels, &self.fields) {
-                            return Some(line);
+                            return Some(self.with_ready_events(line));
                         }
                     }
                     // The store is gone, or this watcher fell behind: end the stream; the

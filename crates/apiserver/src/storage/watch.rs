@@ -68,6 +68,34 @@ impl Watch {
         }
     }
 
+    /// The next event if one is ready now, without waiting.
+    pub fn try_next(&mut self) -> Result<Option<Arc<WatchEvent>>, WatchError> {
+        if let Some(event) = self.owed.pop_front() {
+            return Ok(Some(event));
+        }
+        loop {
+            match self.live.try_recv() {
+                Ok(event) => {
+                    if event.resource_version <= self.seen_up_to {
+                        continue;
+                    }
+                    self.seen_up_to = event.resource_version;
+                    if self.matches(&event) {
+                        return Ok(Some(event));
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    return Err(WatchError::Lagged(missed));
+                }
+                Err(
+                    broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed,
+                ) => {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
     /// The next event; `Ok(None)` when the store is gone.
     pub async fn next(&mut self) -> Result<Option<Arc<WatchEvent>>, WatchError> {
         if let Some(event) = self.owed.pop_front() {
