@@ -144,3 +144,53 @@ async fn a_partition_refuses_connections_then_heals_with_the_state_intact() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(api.get("kept").await.is_ok());
 }
+
+async fn raw_post(server: &ApiServer, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    (response[9..12].parse().unwrap(), response)
+}
+
+#[tokio::test]
+async fn the_admin_endpoint_is_off_unless_asked_for() {
+    let (server, _client) = server().await;
+    assert_eq!(raw_post(&server, "/admin/faults/cut-watches").await.0, 404);
+
+    let mut config = ApiServerConfig::default();
+    config.rest.admin = true;
+    let server = ApiServer::start(config).await.unwrap();
+    let (code, _) = raw_post(
+        &server,
+        "/admin/faults/fail?count=1&verb=list&resource=configmaps&status=429&retryAfterSeconds=3",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, response) = raw_get(&server, CONFIGMAPS).await.unwrap();
+    assert_eq!(code, 429);
+    assert!(response.to_ascii_lowercase().contains("retry-after: 3"));
+    assert_eq!(raw_get(&server, CONFIGMAPS).await.unwrap().0, 200);
+
+    assert_eq!(raw_post(&server, "/admin/faults/compact").await.0, 200);
+    let (code, response) = raw_get(
+        &server,
+        &format!("{CONFIGMAPS}?watch=true&resourceVersion=1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 200);
+    assert!(response.contains(r#""type":"ERROR""#) && response.contains(r#""code":410"#));
+
+    assert_eq!(
+        raw_post(&server, "/admin/faults/fail?status=418").await.0,
+        400
+    );
+    assert_eq!(raw_post(&server, "/admin/faults/bogus").await.0, 404);
+    assert_eq!(raw_post(&server, "/admin/faults/clear").await.0, 200);
+}

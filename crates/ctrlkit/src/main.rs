@@ -29,6 +29,10 @@ enum Command {
         /// Write a kubeconfig for the server to this file.
         #[arg(long)]
         kubeconfig_out: Option<PathBuf>,
+        /// Serve the fault hooks' admin endpoint (/admin/faults/...): for reliability tests
+        /// only, since anyone who reaches it can break the server.
+        #[arg(long)]
+        admin: bool,
     },
 }
 
@@ -39,11 +43,17 @@ fn kubeconfig(url: &str) -> String {
     )
 }
 
-async fn apiserver(bind: IpAddr, port: u16, kubeconfig_out: Option<PathBuf>) -> ExitCode {
-    let config = ApiServerConfig {
+async fn apiserver(
+    bind: IpAddr,
+    port: u16,
+    kubeconfig_out: Option<PathBuf>,
+    admin: bool,
+) -> ExitCode {
+    let mut config = ApiServerConfig {
         address: SocketAddr::new(bind, port),
         ..ApiServerConfig::default()
     };
+    config.rest.admin = admin;
     let server = match ApiServer::start(config).await {
         Ok(server) => server,
         Err(error) => {
@@ -76,6 +86,7 @@ async fn main() -> ExitCode {
             bind,
             port,
             kubeconfig_out,
-        } => apiserver(bind, port, kubeconfig_out).await,
+            admin,
+        } => apiserver(bind, port, kubeconfig_out, admin).await,
     }
 }

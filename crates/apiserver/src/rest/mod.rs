@@ -3,6 +3,7 @@
 //! One handler takes every request, splits its path into the resource it names, and dispatches
 //! on the verb; every failure answers with a `Status` as kube-apiserver's would.
 
+mod admin;
 mod crd;
 mod discovery;
 mod openapi;
@@ -34,6 +35,8 @@ pub struct RestConfig {
     pub bookmark_interval: Duration,
     /// A watch without `timeoutSeconds` ends after between this and twice this.
     pub min_request_timeout: Duration,
+    /// Serve the fault hooks' admin endpoint (`/admin/faults/…`); off by default.
+    pub admin: bool,
 }
 
 impl Default for RestConfig {
@@ -42,6 +45,7 @@ impl Default for RestConfig {
             max_body_bytes: 3 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(60),
             min_request_timeout: Duration::from_secs(1800),
+            admin: false,
         }
     }
 }
@@ -170,6 +174,13 @@ async fn route(app: &Arc<App>, request: Request) -> Result<Response, ApiError> {
     };
     match segments.as_slice() {
         ["healthz" | "livez" | "readyz"] => Ok(plain_ok()),
+        ["admin", "faults", action] if app.config.admin => {
+            if method == Method::POST {
+                admin::handle(app, action, &query)
+            } else {
+                Err(ApiError::method_not_allowed(method.as_str()))
+            }
+        }
         ["version"] => get_only(discovery::version()),
         ["api"] => get_only(discovery::core_versions(&app.address)),
         ["apis"] => get_only(discovery::groups(&app.registry)),
