@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::meta::{has_finalizers, metadata_mut, now_timestamp};
+use super::meta::{has_finalizers, mark_deleted, metadata_mut};
 use super::{Deleted, EventType, ResourceKey, State, Store, StoreError};
 use crate::resource::ResourceKind;
 
@@ -115,8 +115,7 @@ impl Store {
                         finalizers.push(Value::String(FOREGROUND_DELETION.to_string()));
                     }
                 }
-                metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
-                metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                mark_deleted(metadata);
                 let mut state = self.state.lock();
                 let marked = self.commit(
                     &mut state,
@@ -201,8 +200,7 @@ impl Store {
                 if object["metadata"].as_object().is_some_and(has_finalizers) {
                     let mut marked = (**object).clone();
                     if let Ok(metadata) = metadata_mut(&mut marked) {
-                        metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
-                        metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                        mark_deleted(metadata);
                     }
                     changes.push((located.clone(), Some(marked), EventType::Modified));
                 } else {

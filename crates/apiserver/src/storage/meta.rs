@@ -98,6 +98,13 @@ pub(crate) fn random_suffix() -> String {
         .collect()
 }
 
+/// Marks an object for deletion (`deletionTimestamp` now, no grace period), as a delete of an
+/// object that finalizers hold does.
+pub(crate) fn mark_deleted(metadata: &mut Map<String, Value>) {
+    metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
+    metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+}
+
 /// Now, as `metadata` timestamps are written: RFC 3339 in UTC to the second.
 pub(crate) fn now_timestamp() -> String {
     jiff::Timestamp::now()

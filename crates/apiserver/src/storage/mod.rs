@@ -24,7 +24,7 @@ pub use self::gc::{FOREGROUND_DELETION, Propagation};
 pub use self::watch::{Watch, WatchError};
 
 use self::meta::{
-    has_finalizers, metadata_mut, name_causes, now_timestamp, random_suffix, spec_of,
+    has_finalizers, mark_deleted, metadata_mut, name_causes, now_timestamp, random_suffix, spec_of,
 };
 use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 
@@ -517,8 +517,7 @@ impl Store {
                 marked["status"]["phase"] = Value::String("Terminating".into());
             }
             let metadata = metadata_mut(&mut marked)?;
-            metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
-            metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+            mark_deleted(metadata);
             let marked = self.commit(
                 &mut state,
                 &kind.key(),
@@ -627,8 +626,7 @@ impl Store {
                 if object["metadata"].get("deletionTimestamp").is_none() {
                     let mut marked = last;
                     if let Ok(metadata) = metadata_mut(&mut marked) {
-                        metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
-                        metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                        mark_deleted(metadata);
                     }
                     self.commit(
                         &mut state,

@@ -68,6 +68,16 @@ impl Watch {
         }
     }
 
+    /// A live event, if it is news for this watch (not already owed) and of its resource and
+    /// namespace.
+    fn accept(&mut self, event: Arc<WatchEvent>) -> Option<Arc<WatchEvent>> {
+        if event.resource_version <= self.seen_up_to {
+            return None;
+        }
+        self.seen_up_to = event.resource_version;
+        self.matches(&event).then_some(event)
+    }
+
     /// The next event if one is ready now, without waiting.
     pub fn try_next(&mut self) -> Result<Option<Arc<WatchEvent>>, WatchError> {
         if let Some(event) = self.owed.pop_front() {
@@ -76,11 +86,7 @@ impl Watch {
         loop {
             match self.live.try_recv() {
                 Ok(event) => {
-                    if event.resource_version <= self.seen_up_to {
-                        continue;
-                    }
-                    self.seen_up_to = event.resource_version;
-                    if self.matches(&event) {
+                    if let Some(event) = self.accept(event) {
                         return Ok(Some(event));
                     }
                 }
@@ -104,11 +110,7 @@ impl Watch {
         loop {
             match self.live.recv().await {
                 Ok(event) => {
-                    if event.resource_version <= self.seen_up_to {
-                        continue;
-                    }
-                    self.seen_up_to = event.resource_version;
-                    if self.matches(&event) {
+                    if let Some(event) = self.accept(event) {
                         return Ok(Some(event));
                     }
                 }
