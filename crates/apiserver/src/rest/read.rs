@@ -31,10 +31,15 @@ pub(super) fn get(
     Ok(json_response(200, &object))
 }
 
-fn selectors(query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
-    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+/// A query parameter, empty when absent.
+fn param<'a>(query: &'a Query, name: &str) -> &'a str {
+    query.get(name).map_or("", String::as_str)
+}
+
+pub(super) fn selectors(query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(param(query, "labelSelector"))
         .map_err(|error| ApiError::bad_request(error.to_string()))?;
-    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
+    let fields = FieldSelector::parse(param(query, "fieldSelector"))
         .map_err(|error| ApiError::bad_request(error.to_string()))?;
     Ok((labels, fields))
 }
@@ -87,10 +92,7 @@ pub(super) fn list(
     namespace: Option<&str>,
     query: &Query,
 ) -> Result<Response, ApiError> {
-    let version = query
-        .get("resourceVersion")
-        .map(String::as_str)
-        .unwrap_or("");
+    let version = param(query, "resourceVersion");
     let version_match = query.get("resourceVersionMatch").map(String::as_str);
     let token = query.get("continue").filter(|token| !token.is_empty());
     if is_true(query, "sendInitialEvents") {
@@ -361,10 +363,7 @@ pub(super) fn watch(
     namespace: Option<&str>,
     query: &Query,
 ) -> Result<Response, ApiError> {
-    let version = query
-        .get("resourceVersion")
-        .map(String::as_str)
-        .unwrap_or("");
+    let version = param(query, "resourceVersion");
     let version_match = query
         .get("resourceVersionMatch")
         .map(String::as_str)

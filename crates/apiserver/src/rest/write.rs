@@ -9,7 +9,6 @@ use super::status::{ApiError, json_response, success};
 use super::{App, Query, crd};
 use crate::patch::{json_patch, merge_patch};
 use crate::resource::ResourceKind;
-use crate::selector::{FieldSelector, LabelSelector};
 use crate::storage::{Deleted, Propagation};
 
 /// Reads the request body, refusing one over the size limit.
@@ -246,10 +245,7 @@ pub(super) fn delete_collection(
     namespace: Option<&str>,
     query: &Query,
 ) -> Result<Response, ApiError> {
-    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-        .map_err(|error| ApiError::bad_request(error.to_string()))?;
-    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
-        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let (labels, fields) = super::read::selectors(query)?;
     let (items, _) = app.store.list(kind, namespace);
     let mut deleted = Vec::new();
     for item in items

@@ -8,8 +8,7 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use super::meta::{has_finalizers, mark_deleted, metadata_mut};
-use super::{Deleted, EventType, ResourceKey, State, Store, StoreError};
-use crate::resource::ResourceKind;
+use super::{EventType, ResourceKey, State, Store};
 
 /// The finalizer that holds an owner deleted in the foreground until its dependents are gone.
 pub const FOREGROUND_DELETION: &str = "foregroundDeletion";
@@ -34,6 +33,18 @@ impl Propagation {
             "Foreground" => Some(Self::Foreground),
             "Orphan" => Some(Self::Orphan),
             _ => None,
+        }
+    }
+}
+
+/// Adds the `foregroundDeletion` finalizer to an owner deleted in the foreground.
+pub(super) fn hold_for_dependents(metadata: &mut serde_json::Map<String, Value>) {
+    let finalizers = metadata
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Some(finalizers) = finalizers.as_array_mut() {
+        if !finalizers.iter().any(|f| f == FOREGROUND_DELETION) {
+            finalizers.push(Value::String(FOREGROUND_DELETION.to_string()));
         }
     }
 }
@@ -74,67 +85,9 @@ fn every_object(state: &State) -> Vec<Located> {
 }
 
 impl Store {
-    /// Deletes `name` as [`delete`](Store::delete) does, with a propagation policy for its
-    /// dependents.
-    pub fn delete_with(
-        &self,
-        kind: &ResourceKind,
-        namespace: &str,
-        name: &str,
-        precondition: Option<&str>,
-        propagation: Propagation,
-    ) -> Result<Deleted, StoreError> {
-        match propagation {
-            Propagation::Background => self.delete(kind, namespace, name, precondition),
-            Propagation::Orphan => {
-                let owner = self.get(kind, namespace, name)?;
-                if let Some(owner_uid) = uid(&owner) {
-                    self.orphan_dependents(owner_uid);
-                }
-                self.delete(kind, namespace, name, precondition)
-            }
-            Propagation::Foreground => {
-                let namespace = if kind.namespaced { namespace } else { "" };
-                let current = self.get(kind, namespace, name)?;
-                if precondition.is_some_and(|v| current["metadata"]["resourceVersion"] != v) {
-                    return Err(StoreError::Conflict {
-                        resource: kind.qualified_name(),
-                        name: name.to_string(),
-                    });
-                }
-                if current["metadata"].get("deletionTimestamp").is_some() {
-                    return Ok(Deleted::Finalizing(current));
-                }
-                let mut marked = (*current).clone();
-                let metadata = metadata_mut(&mut marked)?;
-                let finalizers = metadata
-                    .entry("finalizers")
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                if let Some(finalizers) = finalizers.as_array_mut() {
-                    if !finalizers.iter().any(|f| f == FOREGROUND_DELETION) {
-                        finalizers.push(Value::String(FOREGROUND_DELETION.to_string()));
-                    }
-                }
-                mark_deleted(metadata);
-                let mut state = self.state.lock();
-                let marked = self.commit(
-                    &mut state,
-                    &kind.key(),
-                    namespace,
-                    name,
-                    Some(marked),
-                    EventType::Modified,
-                );
-                self.gc_needed.store(true, Ordering::Release);
-                Ok(Deleted::Finalizing(marked))
-            }
-        }
-    }
-
     /// Removes every reference to `owner_uid` from the objects that hold one.
-    fn orphan_dependents(&self, owner_uid: &str) {
-        let mut state = self.state.lock();
-        for (resource, namespace, name, object) in every_object(&state) {
+    pub(super) fn orphan_dependents(&self, state: &mut State, owner_uid: &str) {
+        for (resource, namespace, name, object) in every_object(state) {
             if !owner_uids(&object).iter().any(|owner| owner == owner_uid) {
                 continue;
             }
@@ -143,7 +96,7 @@ impl Store {
                 owners.retain(|owner| owner["uid"] != owner_uid);
             }
             self.commit(
-                &mut state,
+                state,
                 &resource,
                 &namespace,
                 &name,

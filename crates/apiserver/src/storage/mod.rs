@@ -482,12 +482,27 @@ impl Store {
 
     /// Deletes the object `name`; with `precondition`, only if its resourceVersion is that one.
     /// An object with finalizers is only marked (`deletionTimestamp`) until they are removed.
+    /// Its dependents go in the background ([`delete_with`](Store::delete_with) chooses).
     pub fn delete(
         &self,
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
         precondition: Option<&str>,
+    ) -> Result<Deleted, StoreError> {
+        self.delete_with(kind, namespace, name, precondition, Propagation::Background)
+    }
+
+    /// Deletes `name` as [`delete`](Store::delete) does, with a propagation policy for its
+    /// dependents: in the foreground the object is held by the `foregroundDeletion` finalizer
+    /// until they are gone; orphaning removes their references to it first.
+    pub fn delete_with(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        precondition: Option<&str>,
+        propagation: Propagation,
     ) -> Result<Deleted, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         let mut state = self.state.lock();
@@ -508,7 +523,8 @@ impl Store {
                 name: name.to_string(),
             });
         }
-        if held(kind, &old) {
+        let foreground = propagation == Propagation::Foreground;
+        if held(kind, &old) || foreground {
             if old["metadata"].get("deletionTimestamp").is_some() {
                 return Ok(Deleted::Finalizing(old));
             }
@@ -517,6 +533,9 @@ impl Store {
                 marked["status"]["phase"] = Value::String("Terminating".into());
             }
             let metadata = metadata_mut(&mut marked)?;
+            if foreground {
+                gc::hold_for_dependents(metadata);
+            }
             mark_deleted(metadata);
             let marked = self.commit(
                 &mut state,
@@ -526,7 +545,16 @@ impl Store {
                 Some(marked),
                 EventType::Modified,
             );
+            if foreground {
+                self.gc_needed
+                    .store(true, std::sync::atomic::Ordering::Release);
+            }
             return Ok(Deleted::Finalizing(marked));
+        }
+        if propagation == Propagation::Orphan {
+            if let Some(owner) = old["metadata"]["uid"].as_str() {
+                self.orphan_dependents(&mut state, owner);
+            }
         }
         let last = (*old).clone();
         Ok(Deleted::Gone(self.commit(
