@@ -1,0 +1,479 @@
+//! The queue between the reflector and the informer: client-go's `DeltaFIFO`.
+//!
+//! Each key is queued once, in the order it first changed, with every change (delta) that
+//! arrived since it was last popped. A pop hands out all of one key's deltas, oldest first, so a
+//! consumer sees every state an object went through and never two keys' changes interleaved.
+//! Two deletions in a row collapse into one (keeping the one that is not a tombstone), a relist
+//! turns keys that vanished into [`DeletedFinalStateUnknown`] tombstones, and a resync queues a
+//! `Sync` only for keys with nothing queued.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+use kube::Resource;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas, ObjectOrTombstone};
+use crate::index::Indexer;
+use crate::key::{KeyError, KeyFunc, meta_namespace_key};
+
+/// A function applied to every object before it is queued (for example, to drop
+/// `managedFields`); it is not applied to tombstones or resyncs, which carry stored objects.
+pub type TransformFunc<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
+
+/// What the FIFO needs from the store its consumer keeps: the keys it holds, and their objects.
+/// A relist uses it to find deletions; a resync to find what to sync.
+pub trait KnownObjects<K>: Send + Sync {
+    /// Every key held.
+    fn list_keys(&self) -> Vec<String>;
+    /// The object under `key`.
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
+}
+
+impl<K: Send + Sync> KnownObjects<K> for Indexer<K> {
+    fn list_keys(&self) -> Vec<String> {
+        Indexer::list_keys(self)
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        Indexer::get_by_key(self, key)
+    }
+}
+
+/// The FIFO was closed; nothing more will be popped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("DeltaFIFO: manipulating with closed queue")]
+pub struct FifoClosed;
+
+/// The keys a relist has listed so far; see [`DeltaFifo::replace_page`].
+#[derive(Debug, Default)]
+pub struct ListedKeys(HashSet<String, RandomState>);
+
+impl ListedKeys {
+    /// No keys yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many keys were listed.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether nothing was listed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Records a listed key; `false` if it was listed already.
+    pub fn insert(&mut self, key: String) -> bool {
+        self.0.insert(key)
+    }
+
+    /// Whether `key` was listed.
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.contains(key)
+    }
+}
+
+/// How to build a [`DeltaFifo`].
+pub struct DeltaFifoOptions<K> {
+    /// The key function; [`meta_namespace_key`] by default.
+    pub key_func: KeyFunc<K>,
+    /// The consumer's store, used by relists to find deletions and by resyncs.
+    pub known_objects: Option<Arc<dyn KnownObjects<K>>>,
+    /// Queue `Replaced` rather than `Sync` for objects a relist lists (client-go's default is
+    /// `false` for compatibility; informers set it).
+    pub emit_delta_type_replaced: bool,
+    /// Applied to objects before they are queued.
+    pub transformer: Option<TransformFunc<K>>,
+}
+
+impl<K: Resource> Default for DeltaFifoOptions<K> {
+    fn default() -> Self {
+        Self {
+            key_func: meta_namespace_key::<K>,
+            known_objects: None,
+            emit_delta_type_replaced: false,
+            transformer: None,
+        }
+    }
+}
+
+struct Inner<K> {
+    items: HashMap<String, Vec<Delta<K>>, RandomState>,
+    queue: VecDeque<String>,
+    /// Set by the first replace or any add, update or delete.
+    populated: bool,
+    /// How many queued keys of the first replace are still to be popped.
+    initial_population_count: usize,
+    closed: bool,
+}
+
+/// client-go's `DeltaFIFO`; see the module docs.
+///
+/// ```
+/// use ctrlkit_cache::{Delta, DeltaFifo, DeltaFifoOptions};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::ObjectMeta;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let fifo = DeltaFifo::new(DeltaFifoOptions::<ConfigMap>::default());
+/// let cm = |rv: &str| ConfigMap {
+///     metadata: ObjectMeta {
+///         name: Some("a".into()),
+///         namespace: Some("ns".into()),
+///         resource_version: Some(rv.into()),
+///         ..Default::default()
+///     },
+///     ..Default::default()
+/// };
+/// fifo.add(cm("1")).unwrap();
+/// fifo.update(cm("2")).unwrap();
+/// let types = fifo
+///     .pop(|key, deltas, _initial| {
+///         assert_eq!(key, "ns/a");
+///         deltas.iter().map(Delta::delta_type).collect::<Vec<_>>()
+///     })
+///     .await
+///     .unwrap();
+/// assert_eq!(types.len(), 2);
+/// # }
+/// ```
+pub struct DeltaFifo<K> {
+    inner: Mutex<Inner<K>>,
+    notify: Notify,
+    key_func: KeyFunc<K>,
+    known_objects: Option<Arc<dyn KnownObjects<K>>>,
+    emit_delta_type_replaced: bool,
+    transformer: Option<TransformFunc<K>>,
+}
+
+impl<K> std::fmt::Debug for DeltaFifo<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.inner.lock();
+        f.debug_struct("DeltaFifo")
+            .field("queued", &inner.queue.len())
+            .field("populated", &inner.populated)
+            .field("closed", &inner.closed)
+            .finish()
+    }
+}
+
+impl<K: Clone> DeltaFifo<K> {
+    /// An empty FIFO.
+    pub fn new(options: DeltaFifoOptions<K>) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                items: HashMap::default(),
+                queue: VecDeque::new(),
+                populated: false,
+                initial_population_count: 0,
+                closed: false,
+            }),
+            notify: Notify::new(),
+            key_func: options.key_func,
+            known_objects: options.known_objects,
+            emit_delta_type_replaced: options.emit_delta_type_replaced,
+            transformer: options.transformer,
+        }
+    }
+
+    /// The key of an object.
+    pub fn key_of(&self, obj: &K) -> Result<String, KeyError> {
+        (self.key_func)(obj)
+    }
+
+    /// Queues an `Added` delta.
+    pub fn add(&self, obj: impl Into<Arc<K>>) -> Result<(), KeyError> {
+        let obj = obj.into();
+        let key = self.key_of(&obj)?;
+        let mut inner = self.inner.lock();
+        inner.populated = true;
+        self.queue_action(&mut inner, key, DeltaType::Added, DeltaType::Added, obj);
+        Ok(())
+    }
+
+    /// Queues an `Updated` delta.
+    pub fn update(&self, obj: impl Into<Arc<K>>) -> Result<(), KeyError> {
+        let obj = obj.into();
+        let key = self.key_of(&obj)?;
+        let mut inner = self.inner.lock();
+        inner.populated = true;
+        self.queue_action(&mut inner, key, DeltaType::Updated, DeltaType::Updated, obj);
+        Ok(())
+    }
+
+    /// Queues a `Deleted` delta, unless the key is neither queued nor known (then the object
+    /// is taken to be deleted already and nothing is queued).
+    pub fn delete(&self, obj: impl Into<Arc<K>>) -> Result<(), KeyError> {
+        let obj = obj.into();
+        let key = self.key_of(&obj)?;
+        let mut inner = self.inner.lock();
+        inner.populated = true;
+        let queued = inner.items.contains_key(&key);
+        let known = match &self.known_objects {
+            Some(known) => known.get_by_key(&key).is_some(),
+            None => false,
+        };
+        if !queued && !known {
+            return Ok(());
+        }
+        self.push_delta(&mut inner, key, Delta::Deleted(ObjectOrTombstone::Object(obj)));
+        Ok(())
+    }
+
+    /// Every queued key's newest object (a tombstone's last known state for inferred deletions).
+    pub fn list(&self) -> Vec<Arc<K>> {
+        let inner = self.inner.lock();
+        inner
+            .items
+            .values()
+            .filter_map(|deltas| deltas.last().and_then(Delta::object).cloned())
+            .collect()
+    }
+
+    /// Every queued key.
+    pub fn list_keys(&self) -> Vec<String> {
+        self.inner.lock().items.keys().cloned().collect()
+    }
+
+    /// A copy of the deltas queued for `obj`'s key.
+    pub fn get(&self, obj: &K) -> Result<Option<Deltas<K>>, KeyError> {
+        let key = self.key_of(obj)?;
+        Ok(self.get_by_key(&key))
+    }
+
+    /// A copy of the deltas queued for `key`.
+    pub fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
+        let inner = self.inner.lock();
+        inner.items.get(key).map(|deltas| Deltas(deltas.clone()))
+    }
+
+    /// The number of queued keys.
+    pub fn len(&self) -> usize {
+        self.inner.lock().queue.len()
+    }
+
+    /// Whether no key is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Replaces the content with `list`, as a relist does: each object is queued as `Replaced`
+    /// (or `Sync`), and every key queued or known but not listed gets a `Deleted` tombstone.
+    /// Objects without a key are skipped; the first such error is returned after the rest are
+    /// queued.
+    pub fn replace(&self, list: impl IntoIterator<Item = Arc<K>>) -> Result<(), KeyError> {
+        let mut listed = ListedKeys::new();
+        let result = self.replace_page(list, &mut listed);
+        self.replace_finish(listed);
+        result
+    }
+
+    /// Queues one page of a relist, remembering its keys in `listed`. Pages may be queued as
+    /// they arrive, so a large list never sits in memory twice; [`replace_finish`]
+    /// (Self::replace_finish) then queues the deletions. Objects without a key are skipped; the
+    /// first such error is returned after the rest are queued.
+    pub fn replace_page(
+        &self,
+        page: impl IntoIterator<Item = Arc<K>>,
+        listed: &mut ListedKeys,
+    ) -> Result<(), KeyError> {
+        let action = if self.emit_delta_type_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        };
+        let mut first_error = None;
+        let mut inner = self.inner.lock();
+        for obj in page {
+            let key = match self.key_of(&obj) {
+                Ok(key) => key,
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                    continue;
+                }
+            };
+            if !listed.0.insert(key.clone()) {
+                // Listed twice: the later state wins, but it is one key of the population.
+                self.queue_action(&mut inner, key, action, DeltaType::Replaced, obj);
+                continue;
+            }
+            if !inner.populated {
+                inner.initial_population_count += 1;
+            }
+            self.queue_action(&mut inner, key, action, DeltaType::Replaced, obj);
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends a relist whose pages went through [`replace_page`](Self::replace_page): every key
+    /// queued or known that was not listed gets a `Deleted` tombstone carrying the newest
+    /// queued object, or else the known one.
+    pub fn replace_finish(&self, listed: ListedKeys) {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        let mut queued_deletions = 0;
+        let unlisted_queued: Vec<(String, Option<Arc<K>>)> = inner
+            .items
+            .iter()
+            .filter(|(key, _)| !listed.0.contains(key.as_str()))
+            .map(|(key, deltas)| (key.clone(), deltas.last().and_then(Delta::object).cloned()))
+            .collect();
+        for (key, obj) in unlisted_queued {
+            queued_deletions += 1;
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.clone(),
+                obj,
+            };
+            self.push_delta(inner, key, Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)));
+        }
+        if let Some(known) = &self.known_objects {
+            for key in known.list_keys() {
+                if listed.0.contains(&key) || inner.items.get(&key).is_some_and(|d| !d.is_empty()) {
+                    continue;
+                }
+                let obj = known.get_by_key(&key);
+                if obj.is_none() {
+                    tracing::info!(key, "key vanished from the known objects; tombstone without object");
+                }
+                queued_deletions += 1;
+                let tombstone = DeletedFinalStateUnknown {
+                    key: key.clone(),
+                    obj,
+                };
+                self.push_delta(inner, key, Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)));
+            }
+        }
+        if !inner.populated {
+            inner.populated = true;
+            inner.initial_population_count += queued_deletions;
+        }
+    }
+
+    /// Queues a `Sync` delta for every known key that has nothing queued.
+    pub fn resync(&self) {
+        let Some(known) = &self.known_objects else {
+            return;
+        };
+        let mut inner = self.inner.lock();
+        for key in known.list_keys() {
+            let Some(obj) = known.get_by_key(&key) else {
+                continue;
+            };
+            let key = match self.key_of(&obj) {
+                Ok(key) => key,
+                Err(err) => {
+                    tracing::warn!(key, %err, "cannot resync an object without a key");
+                    continue;
+                }
+            };
+            if inner.items.get(&key).is_some_and(|d| !d.is_empty()) {
+                continue;
+            }
+            self.queue_action(&mut inner, key, DeltaType::Sync, DeltaType::Sync, obj);
+        }
+    }
+
+    /// Whether the first relist (or an earlier add, update or delete) has been queued and every
+    /// key the first relist queued has been popped.
+    pub fn has_synced(&self) -> bool {
+        let inner = self.inner.lock();
+        inner.populated && inner.initial_population_count == 0
+    }
+
+    /// Closes the FIFO: pending and future pops return [`FifoClosed`] once it is empty.
+    pub fn close(&self) {
+        self.inner.lock().closed = true;
+        self.notify.notify_waiters();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.lock().closed
+    }
+
+    /// Waits for a key, takes all its deltas off the queue and hands them to `process`, with
+    /// the key and whether the FIFO had not synced yet (the deltas belong to the initial list).
+    ///
+    /// `process` runs under the FIFO's lock, like client-go's: nothing is queued meanwhile,
+    /// and [`has_synced`](Self::has_synced) turns true only once the last key of the first
+    /// relist has been processed. Keep it short.
+    pub async fn pop<R>(&self, process: impl FnOnce(&str, Deltas<K>, bool) -> R) -> Result<R, FifoClosed> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            {
+                let mut inner = self.inner.lock();
+                while let Some(key) = inner.queue.pop_front() {
+                    let is_in_initial_list = !(inner.populated && inner.initial_population_count == 0);
+                    if inner.initial_population_count > 0 {
+                        inner.initial_population_count -= 1;
+                    }
+                    let Some(deltas) = inner.items.remove(&key) else {
+                        tracing::error!(key, "queued key without deltas; skipped");
+                        continue;
+                    };
+                    return Ok(process(&key, Deltas(deltas), is_in_initial_list));
+                }
+                if inner.closed {
+                    return Err(FifoClosed);
+                }
+                notified.as_mut().enable();
+            }
+            notified.await;
+        }
+    }
+
+    fn queue_action(
+        &self,
+        inner: &mut Inner<K>,
+        key: String,
+        action: DeltaType,
+        internal_action: DeltaType,
+        obj: Arc<K>,
+    ) {
+        let obj = match &self.transformer {
+            Some(transform) if internal_action != DeltaType::Sync => {
+                Arc::new(transform(Arc::unwrap_or_clone(obj)))
+            }
+            _ => obj,
+        };
+        self.push_delta(inner, key, Delta::of_type(action, obj));
+    }
+
+    fn push_delta(&self, inner: &mut Inner<K>, key: String, delta: Delta<K>) {
+        match inner.items.get_mut(&key) {
+            Some(deltas) => {
+                deltas.push(delta);
+                dedup_deltas(deltas);
+            }
+            None => {
+                inner.queue.push_back(key.clone());
+                inner.items.insert(key, vec![delta]);
+            }
+        }
+        self.notify.notify_waiters();
+    }
+}
+
+/// Collapses the last two deltas when both are deletions, keeping the newer unless it is a
+/// tombstone (the observed deletion carries the better final state).
+fn dedup_deltas<K>(deltas: &mut Vec<Delta<K>>) {
+    let n = deltas.len();
+    if n < 2 {
+        return;
+    }
+    if let (Delta::Deleted(_), Delta::Deleted(newer)) = (&deltas[n - 2], &deltas[n - 1]) {
+        if newer.is_tombstone() {
+            deltas.pop();
+        } else {
+            deltas.swap_remove(n - 2);
+        }
+    }
+}

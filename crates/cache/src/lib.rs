@@ -1,0 +1,27 @@
+//! client-go's informer machinery for Rust: a local cache that is always eventually equal to
+//! the API server, with indexes, and event handlers that never block each other.
+//!
+//! A [`Reflector`] lists and watches through a [`ListerWatcher`] (any kube-client `Api<K>`) and
+//! feeds a [`DeltaFifo`]; the [`SharedIndexInformer`] pops it, keeps an [`Indexer`] current and
+//! hands every change to each registered handler through that handler's own buffer. Listers
+//! read the indexer.
+
+mod backoff;
+mod delta;
+mod delta_fifo;
+mod index;
+mod key;
+mod list_watch;
+mod reflector;
+mod reflector_store;
+mod thread_safe_store;
+
+pub use backoff::Backoff;
+pub use delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas, ObjectOrTombstone};
+pub use delta_fifo::{DeltaFifo, DeltaFifoOptions, FifoClosed, KnownObjects, ListedKeys, TransformFunc};
+pub use index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func, namespace_indexers};
+pub use key::{KeyError, KeyFunc, meta_namespace_key, split_meta_namespace_key};
+pub use list_watch::{ListerWatcher, Request, ScriptedListerWatcher, WatchFeed, WatchStream};
+pub use reflector::{INITIAL_EVENTS_END_ANNOTATION, Reflector, ReflectorError, ReflectorOptions, WatchErrorHandler};
+pub use reflector_store::ReflectorStore;
+pub use thread_safe_store::{IndexError, IndexFunc, Indexers, ThreadSafeStore};

@@ -1,0 +1,707 @@
+//! List, then watch, and keep a store equal to the API server: client-go's `Reflector`.
+//!
+//! The reflector lists (in pages of 500) and replaces the store's content, then watches from
+//! the list's resourceVersion. Every event and bookmark advances
+//! [`last_sync_resource_version`](Reflector::last_sync_resource_version); a watch that ends or
+//! breaks is resumed from it, so nothing is missed and nothing repeated. When the server has
+//! compacted that version away (410 Gone / Expired) the reflector relists. Errors back off
+//! exponentially (800 ms doubling to 30 s, jittered, reset after 2 quiet minutes).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::Resource;
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::core::Status;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+use crate::delta_fifo::ListedKeys;
+use crate::key::{KeyError, meta_namespace_key};
+use crate::list_watch::{ListerWatcher, WatchStream};
+use crate::reflector_store::ReflectorStore;
+
+/// The annotation on the bookmark that ends a streaming initial list.
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
+
+/// Why a list or a watch went wrong. Each is reported to the watch-error handler; the reflector
+/// recovers from all of them by itself.
+#[derive(Debug, thiserror::Error)]
+pub enum ReflectorError {
+    /// The list request failed.
+    #[error("{name}: failed to list: {source}")]
+    List {
+        /// The reflector's name.
+        name: String,
+        /// What the client reported.
+        #[source]
+        source: kube::Error,
+    },
+    /// The watch request failed, or its stream delivered something that is not an event
+    /// (a frame that is not JSON, an unknown event type, a broken connection).
+    #[error("{name}: watch failed: {source}")]
+    Watch {
+        /// The reflector's name.
+        name: String,
+        /// What the client reported.
+        #[source]
+        source: kube::Error,
+    },
+    /// The server sent an ERROR event.
+    #[error("{name}: watch ended with an error event: {} ({})", .status.message, .status.code)]
+    WatchStatus {
+        /// The reflector's name.
+        name: String,
+        /// The status the event carried.
+        status: Box<Status>,
+    },
+    /// A watch closed within a second without delivering anything: the server is likely
+    /// unhealthy, so the reflector relists after a backoff instead of spinning.
+    #[error("{name}: very short watch: unexpected watch close - watch lasted less than a second and no items received")]
+    VeryShortWatch {
+        /// The reflector's name.
+        name: String,
+    },
+    /// An object in a list or an event has no key (no name); it was skipped.
+    #[error("{name}: unable to store an object: {source}")]
+    Key {
+        /// The reflector's name.
+        name: String,
+        /// Why the object has no key.
+        #[source]
+        source: KeyError,
+    },
+    /// A list carried no resourceVersion, so no watch can start from it.
+    #[error("{name}: the list carried no resourceVersion")]
+    MissingResourceVersion {
+        /// The reflector's name.
+        name: String,
+    },
+}
+
+impl ReflectorError {
+    /// The API status behind the error, if the server sent one.
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            Self::List { source, .. } | Self::Watch { source, .. } => api_status(source),
+            Self::WatchStatus { status, .. } => Some(status),
+            _ => None,
+        }
+    }
+
+    /// Whether the resource version asked for is gone (410 Expired or Gone).
+    pub fn is_expired(&self) -> bool {
+        self.status().is_some_and(status_is_expired)
+    }
+}
+
+/// Called with every error the reflector recovers from; client-go's `WatchErrorHandler`.
+pub type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
+
+/// How a [`Reflector`] lists and watches.
+#[derive(Debug, Clone)]
+pub struct ReflectorOptions {
+    /// A name for logs and errors.
+    pub name: String,
+    /// Objects per list page (client-go's pager default, 500).
+    pub page_size: u32,
+    /// Watches time out after a random duration in `[min_watch_timeout, 2·min_watch_timeout)`
+    /// (default 5 minutes), spreading reconnects over time.
+    pub min_watch_timeout: Duration,
+    /// Start with a streaming list (`sendInitialEvents=true`), falling back to list + watch on
+    /// any error.
+    pub use_watch_list: bool,
+    /// Only objects matching this label selector.
+    pub label_selector: Option<String>,
+    /// Only objects matching this field selector.
+    pub field_selector: Option<String>,
+    /// The retry backoff.
+    pub backoff: Backoff,
+}
+
+impl Default for ReflectorOptions {
+    fn default() -> Self {
+        Self {
+            name: "reflector".to_owned(),
+            page_size: 500,
+            min_watch_timeout: Duration::from_secs(300),
+            use_watch_list: false,
+            label_selector: None,
+            field_selector: None,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct VersionState {
+    last_sync_resource_version: String,
+    /// The last list or watch at `last_sync_resource_version` got 410: relist at "".
+    is_last_sync_resource_version_unavailable: bool,
+    /// The first list at "0" came back in pages: keep paginating relists.
+    paginated_result: bool,
+}
+
+/// How a watch ended.
+enum WatchEnd {
+    /// Ended normally (timeout, closed connection): watch again from the last version.
+    Closed,
+    /// The initial-events-end bookmark arrived (streaming list only).
+    InitialEventsEnd,
+    /// Cancelled.
+    Stopped,
+}
+
+/// client-go's `Reflector`; see the module docs.
+pub struct Reflector<K: Clone, L> {
+    lister_watcher: L,
+    store: Arc<dyn ReflectorStore<K>>,
+    options: ReflectorOptions,
+    state: Mutex<VersionState>,
+    backoff: Mutex<Backoff>,
+    watch_error_handler: Option<WatchErrorHandler>,
+}
+
+impl<K: Clone, L> std::fmt::Debug for Reflector<K, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reflector")
+            .field("name", &self.options.name)
+            .field(
+                "last_sync_resource_version",
+                &self.state.lock().last_sync_resource_version,
+            )
+            .finish()
+    }
+}
+
+impl<K, L> Reflector<K, L>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    L: ListerWatcher<K>,
+{
+    /// A reflector that keeps `store` equal to what `lister_watcher` serves.
+    pub fn new(lister_watcher: L, store: Arc<dyn ReflectorStore<K>>, options: ReflectorOptions) -> Self {
+        let backoff = Mutex::new(options.backoff.clone());
+        Self {
+            lister_watcher,
+            store,
+            options,
+            state: Mutex::new(VersionState::default()),
+            backoff,
+            watch_error_handler: None,
+        }
+    }
+
+    /// Calls `handler` with every error the reflector recovers from (by default they are logged).
+    #[must_use]
+    pub fn with_watch_error_handler(mut self, handler: WatchErrorHandler) -> Self {
+        self.watch_error_handler = Some(handler);
+        self
+    }
+
+    /// The reflector's name.
+    pub fn name(&self) -> &str {
+        &self.options.name
+    }
+
+    /// The resourceVersion of the last list, event or bookmark seen ("" before the first list).
+    pub fn last_sync_resource_version(&self) -> String {
+        self.state.lock().last_sync_resource_version.clone()
+    }
+
+    /// Lists and watches until `cancel` fires, backing off between attempts.
+    pub async fn run(&self, cancel: CancellationToken) {
+        tracing::debug!(reflector = %self.options.name, "starting reflector");
+        while !cancel.is_cancelled() {
+            if let Err(err) = self.list_and_watch(&cancel).await {
+                self.report(&err);
+            }
+            if !self.sleep_backoff(&cancel).await {
+                break;
+            }
+        }
+        tracing::debug!(reflector = %self.options.name, "stopping reflector");
+    }
+
+    /// One round: list (or stream the initial list), then watch until the watch can no longer
+    /// be resumed. `Ok` means a relist is due (or `cancel` fired).
+    pub async fn list_and_watch(&self, cancel: &CancellationToken) -> Result<(), ReflectorError> {
+        let mut initial_watch = None;
+        if self.options.use_watch_list {
+            match self.watch_list(cancel).await {
+                Ok(Some(stream)) => initial_watch = Some(stream),
+                Ok(None) => return Ok(()),
+                Err(err) => {
+                    tracing::debug!(reflector = %self.options.name, %err, "streaming list failed; falling back to list");
+                }
+            }
+        }
+        if initial_watch.is_none() {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            self.list(cancel).await?;
+        }
+        self.watch(initial_watch, cancel).await
+    }
+
+    fn relist_resource_version(&self) -> String {
+        let state = self.state.lock();
+        if state.is_last_sync_resource_version_unavailable {
+            String::new()
+        } else if state.last_sync_resource_version.is_empty() {
+            "0".to_owned()
+        } else {
+            state.last_sync_resource_version.clone()
+        }
+    }
+
+    fn rewatch_resource_version(&self) -> String {
+        let state = self.state.lock();
+        if state.is_last_sync_resource_version_unavailable {
+            String::new()
+        } else {
+            state.last_sync_resource_version.clone()
+        }
+    }
+
+    fn set_last_sync_resource_version(&self, resource_version: &str) {
+        let mut state = self.state.lock();
+        if state.last_sync_resource_version != resource_version {
+            state.last_sync_resource_version = resource_version.to_owned();
+        }
+    }
+
+    fn set_unavailable(&self, unavailable: bool) {
+        self.state.lock().is_last_sync_resource_version_unavailable = unavailable;
+    }
+
+    async fn list(&self, cancel: &CancellationToken) -> Result<(), ReflectorError> {
+        let resource_version = self.relist_resource_version();
+        // Lists at a specific version are served whole from the watch cache, so they are only
+        // paginated when the server paginated the first list at "0".
+        let paginate = self.state.lock().paginated_result
+            || resource_version.is_empty()
+            || resource_version == "0";
+        let page_size = paginate.then_some(self.options.page_size).filter(|&n| n > 0);
+        let first = tokio::select! {
+            result = self.list_pages(&resource_version, page_size) => result,
+            () = cancel.cancelled() => return Ok(()),
+        };
+        let (listed, list_resource_version, pages) = match first {
+            Ok(done) => done,
+            Err(err) if is_expired(&err) || is_too_large_resource_version(&err) => {
+                self.set_unavailable(true);
+                let resource_version = self.relist_resource_version();
+                let result = tokio::select! {
+                    result = self.list_pages(&resource_version, page_size) => result,
+                    () = cancel.cancelled() => return Ok(()),
+                };
+                result.map_err(|source| self.list_error(source))?
+            }
+            Err(err) => return Err(self.list_error(err)),
+        };
+        if resource_version == "0" && pages > 1 {
+            self.state.lock().paginated_result = true;
+        }
+        self.set_unavailable(false);
+        let Some(list_resource_version) = list_resource_version else {
+            return Err(ReflectorError::MissingResourceVersion {
+                name: self.options.name.clone(),
+            });
+        };
+        self.store.replace_finish(listed, &list_resource_version);
+        self.set_last_sync_resource_version(&list_resource_version);
+        Ok(())
+    }
+
+    fn list_error(&self, source: kube::Error) -> ReflectorError {
+        ReflectorError::List {
+            name: self.options.name.clone(),
+            source,
+        }
+    }
+
+    /// Lists page by page into the store. A continuation that fails because its token expired
+    /// falls back to one unpaginated list at the same version, as client-go's pager does.
+    async fn list_pages(
+        &self,
+        resource_version: &str,
+        page_size: Option<u32>,
+    ) -> Result<(ListedKeys, Option<String>, usize), kube::Error> {
+        let mut listed = ListedKeys::new();
+        let mut params = self.list_params(resource_version);
+        params.limit = page_size;
+        let mut pages = 0;
+        loop {
+            let list = match self.lister_watcher.list(&params).await {
+                Ok(list) => list,
+                Err(err) if params.continue_token.is_some() && is_expired(&err) => {
+                    tracing::debug!(reflector = %self.options.name, "continue token expired; listing in full");
+                    let mut full = self.list_params(resource_version);
+                    full.limit = None;
+                    let list = self.lister_watcher.list(&full).await?;
+                    self.replace_page(list.items, &mut listed);
+                    return Ok((listed, list.metadata.resource_version, pages + 1));
+                }
+                Err(err) => return Err(err),
+            };
+            pages += 1;
+            let next = list.metadata.continue_.clone().filter(|token| !token.is_empty());
+            let resource_version = list.metadata.resource_version.clone();
+            self.replace_page(list.items, &mut listed);
+            match next {
+                Some(token) => {
+                    params.continue_token = Some(token);
+                    // A continuation carries its version in the token.
+                    params.resource_version = None;
+                    params.version_match = None;
+                }
+                None => return Ok((listed, resource_version, pages)),
+            }
+        }
+    }
+
+    fn replace_page(&self, items: Vec<K>, listed: &mut ListedKeys) {
+        let page = items.into_iter().map(Arc::new).collect();
+        if let Err(source) = self.store.replace_page(page, listed) {
+            self.report(&ReflectorError::Key {
+                name: self.options.name.clone(),
+                source,
+            });
+        }
+    }
+
+    fn list_params(&self, resource_version: &str) -> ListParams {
+        ListParams {
+            label_selector: self.options.label_selector.clone(),
+            field_selector: self.options.field_selector.clone(),
+            resource_version: (!resource_version.is_empty()).then(|| resource_version.to_owned()),
+            ..ListParams::default()
+        }
+    }
+
+    fn watch_params(&self) -> WatchParams {
+        let min = self.options.min_watch_timeout.as_secs();
+        let timeout = min + (fastrand::f64() * min as f64) as u64;
+        WatchParams {
+            label_selector: self.options.label_selector.clone(),
+            field_selector: self.options.field_selector.clone(),
+            timeout: Some(u32::try_from(timeout).unwrap_or(u32::MAX)),
+            bookmarks: true,
+            send_initial_events: false,
+        }
+    }
+
+    /// Watches from the last synced version, resuming after every clean end. Returns `Ok` when a
+    /// relist is due (410) or on cancel, and `Err` for errors a relist should follow.
+    async fn watch(&self, mut initial: Option<WatchStream<K>>, cancel: &CancellationToken) -> Result<(), ReflectorError> {
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            let start = Instant::now();
+            let (stream, propagate_from_start) = match initial.take() {
+                Some(stream) => (stream, true),
+                None => {
+                    let resource_version = self.last_sync_resource_version();
+                    let propagate = !(resource_version.is_empty() || resource_version == "0");
+                    let params = self.watch_params();
+                    let started = tokio::select! {
+                        result = self.lister_watcher.watch(&params, &resource_version) => result,
+                        () = cancel.cancelled() => return Ok(()),
+                    };
+                    match started {
+                        Ok(stream) => (stream, propagate),
+                        Err(err) if is_watch_error_retriable(&err) => {
+                            tracing::debug!(reflector = %self.options.name, %err, "watch failed; backing off");
+                            if !self.sleep_backoff(cancel).await {
+                                return Ok(());
+                            }
+                            continue;
+                        }
+                        Err(source) => {
+                            if is_expired(&source) {
+                                return Ok(());
+                            }
+                            return Err(ReflectorError::Watch {
+                                name: self.options.name.clone(),
+                                source,
+                            });
+                        }
+                    }
+                }
+            };
+            match self.handle_watch(stream, start, propagate_from_start, false, cancel).await {
+                Ok(WatchEnd::Closed | WatchEnd::InitialEventsEnd) => continue,
+                Ok(WatchEnd::Stopped) => return Ok(()),
+                Err(err) if err.is_expired() => {
+                    tracing::debug!(reflector = %self.options.name, %err, "watch closed");
+                    return Ok(());
+                }
+                Err(err) if err.status().is_some_and(|status| status.code == 429) => {
+                    tracing::debug!(reflector = %self.options.name, "watch returned 429; backing off");
+                    if !self.sleep_backoff(cancel).await {
+                        return Ok(());
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Applies a watch's events to the store until it ends.
+    async fn handle_watch(
+        &self,
+        mut stream: WatchStream<K>,
+        start: Instant,
+        propagate_from_start: bool,
+        exit_on_initial_events_end: bool,
+        cancel: &CancellationToken,
+    ) -> Result<WatchEnd, ReflectorError> {
+        let mut event_received_besides_added = false;
+        let mut event_count = 0usize;
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                () = cancel.cancelled() => return Ok(WatchEnd::Stopped),
+            };
+            let Some(item) = item else { break };
+            let event = item.map_err(|source| ReflectorError::Watch {
+                name: self.options.name.clone(),
+                source,
+            })?;
+            let (resource_version, stored) = match event {
+                WatchEvent::Added(obj) => {
+                    let resource_version = obj.meta().resource_version.clone();
+                    (resource_version, self.store.add(Arc::new(obj)))
+                }
+                WatchEvent::Modified(obj) => {
+                    event_received_besides_added = true;
+                    let resource_version = obj.meta().resource_version.clone();
+                    (resource_version, self.store.update(Arc::new(obj)))
+                }
+                WatchEvent::Deleted(obj) => {
+                    event_received_besides_added = true;
+                    let resource_version = obj.meta().resource_version.clone();
+                    (resource_version, self.store.delete(Arc::new(obj)))
+                }
+                WatchEvent::Bookmark(bookmark) => {
+                    event_received_besides_added = true;
+                    let end = bookmark
+                        .metadata
+                        .annotations
+                        .get(INITIAL_EVENTS_END_ANNOTATION)
+                        .is_some_and(|value| value == "true");
+                    self.set_last_sync_resource_version(&bookmark.metadata.resource_version);
+                    event_count += 1;
+                    if end && exit_on_initial_events_end {
+                        return Ok(WatchEnd::InitialEventsEnd);
+                    }
+                    continue;
+                }
+                WatchEvent::Error(status) => {
+                    return Err(ReflectorError::WatchStatus {
+                        name: self.options.name.clone(),
+                        status,
+                    });
+                }
+            };
+            event_count += 1;
+            if let Err(source) = stored {
+                self.report(&ReflectorError::Key {
+                    name: self.options.name.clone(),
+                    source,
+                });
+            }
+            if let Some(resource_version) = resource_version {
+                if propagate_from_start || event_received_besides_added {
+                    self.set_last_sync_resource_version(&resource_version);
+                }
+            }
+        }
+        if event_count == 0 && start.elapsed() < Duration::from_secs(1) {
+            return Err(ReflectorError::VeryShortWatch {
+                name: self.options.name.clone(),
+            });
+        }
+        Ok(WatchEnd::Closed)
+    }
+
+    /// The streaming initial list: a watch with `sendInitialEvents=true` whose events up to the
+    /// initial-events-end bookmark are the list. Returns the watch to go on with.
+    async fn watch_list(&self, cancel: &CancellationToken) -> Result<Option<WatchStream<K>>, ReflectorError> {
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(None);
+            }
+            let resource_version = self.rewatch_resource_version();
+            let mut params = self.watch_params();
+            params.send_initial_events = true;
+            let start = Instant::now();
+            let started = tokio::select! {
+                result = self.lister_watcher.watch(&params, &resource_version) => result,
+                () = cancel.cancelled() => return Ok(None),
+            };
+            let mut stream = match started {
+                Ok(stream) => stream,
+                Err(err) if is_watch_error_retriable(&err) => {
+                    if !self.sleep_backoff(cancel).await {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                Err(err) if is_expired(&err) || is_too_large_resource_version(&err) => {
+                    self.set_unavailable(true);
+                    continue;
+                }
+                Err(source) => {
+                    return Err(ReflectorError::Watch {
+                        name: self.options.name.clone(),
+                        source,
+                    });
+                }
+            };
+            let temporary = crate::Indexer::<K>::with_key_func(meta_namespace_key::<K>, Default::default());
+            let mut end_resource_version = None;
+            let ended = loop {
+                let item = tokio::select! {
+                    item = stream.next() => item,
+                    () = cancel.cancelled() => return Ok(None),
+                };
+                let Some(item) = item else {
+                    break if start.elapsed() < Duration::from_secs(1) {
+                        Err(ReflectorError::VeryShortWatch { name: self.options.name.clone() })
+                    } else {
+                        Ok(false)
+                    };
+                };
+                match item {
+                    Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
+                        if let Err(source) = temporary.add(obj) {
+                            self.report(&ReflectorError::Key { name: self.options.name.clone(), source });
+                        }
+                    }
+                    Ok(WatchEvent::Deleted(obj)) => {
+                        let _ = temporary.delete(&obj);
+                    }
+                    Ok(WatchEvent::Bookmark(bookmark)) => {
+                        if bookmark
+                            .metadata
+                            .annotations
+                            .get(INITIAL_EVENTS_END_ANNOTATION)
+                            .is_some_and(|value| value == "true")
+                        {
+                            end_resource_version = Some(bookmark.metadata.resource_version);
+                            break Ok(true);
+                        }
+                    }
+                    Ok(WatchEvent::Error(status)) => {
+                        break Err(ReflectorError::WatchStatus { name: self.options.name.clone(), status });
+                    }
+                    Err(source) => {
+                        break Err(ReflectorError::Watch { name: self.options.name.clone(), source });
+                    }
+                }
+            };
+            match ended {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(err) => {
+                    let retriable = err.status().is_some_and(|status| status.code == 429);
+                    if err.is_expired() {
+                        self.set_unavailable(true);
+                        continue;
+                    }
+                    if retriable {
+                        if !self.sleep_backoff(cancel).await {
+                            return Ok(None);
+                        }
+                        continue;
+                    }
+                    return Err(err);
+                }
+            }
+            let Some(resource_version) = end_resource_version else {
+                continue;
+            };
+            self.set_unavailable(false);
+            let mut listed = ListedKeys::new();
+            if let Err(source) = self.store.replace_page(temporary.list(), &mut listed) {
+                self.report(&ReflectorError::Key { name: self.options.name.clone(), source });
+            }
+            drop(temporary);
+            self.store.replace_finish(listed, &resource_version);
+            self.set_last_sync_resource_version(&resource_version);
+            return Ok(Some(stream));
+        }
+    }
+
+    /// Waits out the next backoff delay; `false` if cancelled first.
+    async fn sleep_backoff(&self, cancel: &CancellationToken) -> bool {
+        let delay = self.backoff.lock().next_delay();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => true,
+            () = cancel.cancelled() => false,
+        }
+    }
+
+    fn report(&self, err: &ReflectorError) {
+        match &self.watch_error_handler {
+            Some(handler) => handler(err),
+            None => tracing::warn!(reflector = %self.options.name, %err, "list/watch error"),
+        }
+    }
+}
+
+fn api_status(err: &kube::Error) -> Option<&Status> {
+    match err {
+        kube::Error::Api(status) => Some(status),
+        _ => None,
+    }
+}
+
+fn status_is_expired(status: &Status) -> bool {
+    status.code == 410 || status.reason == "Expired" || status.reason == "Gone"
+}
+
+fn is_expired(err: &kube::Error) -> bool {
+    api_status(err).is_some_and(status_is_expired)
+}
+
+/// The server cannot serve a version that new yet (client-go checks the cause, or a 504 whose
+/// cause or message says so).
+fn is_too_large_resource_version(err: &kube::Error) -> bool {
+    let Some(status) = api_status(err) else {
+        return false;
+    };
+    let causes = status.details.as_ref().map(|details| details.causes.as_slice()).unwrap_or_default();
+    if causes.iter().any(|cause| cause.reason == "ResourceVersionTooLarge") {
+        return true;
+    }
+    if status.code != 504 && status.reason != "Timeout" {
+        return false;
+    }
+    causes.iter().any(|cause| cause.message == "Too large resource version")
+        || status.message.contains("Too large resource version")
+}
+
+/// Errors a watch is retried after without relisting: a refused connection and 429.
+fn is_watch_error_retriable(err: &kube::Error) -> bool {
+    if api_status(err).is_some_and(|status| status.code == 429) {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        source = err.source();
+    }
+    false
+}

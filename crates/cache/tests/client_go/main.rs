@@ -1,0 +1,4 @@
+//! client-go's `tools/cache` tests, scenario by scenario: `delta_fifo_test.go`, `index_test.go`,
+//! `thread_safe_store_test.go` and `reflector_test.go`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
