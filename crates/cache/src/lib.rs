@@ -7,21 +7,40 @@
 //! read the indexer.
 
 mod backoff;
+mod boxed_list_watch;
 mod delta;
 mod delta_fifo;
+mod factory;
+mod handler;
 mod index;
 mod key;
 mod list_watch;
+mod lister;
+mod processor;
 mod reflector;
 mod reflector_store;
+mod shared_informer;
 mod thread_safe_store;
+mod transform;
 
 pub use backoff::Backoff;
+pub use boxed_list_watch::BoxListerWatcher;
 pub use delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas, ObjectOrTombstone};
-pub use delta_fifo::{DeltaFifo, DeltaFifoOptions, FifoClosed, KnownObjects, ListedKeys, TransformFunc};
+pub use delta_fifo::{
+    DeltaFifo, DeltaFifoOptions, FifoClosed, KnownObjects, ListedKeys, TransformFunc,
+};
+pub use factory::SharedInformerFactory;
+pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func, namespace_indexers};
 pub use key::{KeyError, KeyFunc, meta_namespace_key, split_meta_namespace_key};
 pub use list_watch::{ListerWatcher, Request, ScriptedListerWatcher, WatchFeed, WatchStream};
-pub use reflector::{INITIAL_EVENTS_END_ANNOTATION, Reflector, ReflectorError, ReflectorOptions, WatchErrorHandler};
+pub use lister::{Lister, NamespaceLister};
+pub use reflector::{
+    INITIAL_EVENTS_END_ANNOTATION, Reflector, ReflectorError, ReflectorOptions, WatchErrorHandler,
+};
 pub use reflector_store::ReflectorStore;
+pub use shared_informer::{
+    InformerError, MINIMUM_RESYNC_PERIOD, ResourceEventHandlerRegistration, SharedIndexInformer,
+};
 pub use thread_safe_store::{IndexError, IndexFunc, Indexers, ThreadSafeStore};
+pub use transform::drop_managed_fields;
