@@ -1,7 +1,6 @@
 //! Reads: get, list (with selectors and pages) and watch (a stream of events).
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -78,14 +77,6 @@ fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
     Ok((version, start))
 }
 
-fn object_key(object: &Value) -> String {
-    format!(
-        "{}/{}",
-        object["metadata"]["namespace"].as_str().unwrap_or(""),
-        object["metadata"]["name"].as_str().unwrap_or("")
-    )
-}
-
 pub(super) fn list(
     app: &App,
     kind: &ResourceKind,
@@ -122,7 +113,26 @@ pub(super) fn list(
         }
     }
     let (labels, fields) = selectors(query)?;
-    let (items, current) = app.store.list(kind, namespace);
+    let limit = match query.get("limit").filter(|limit| !limit.is_empty()) {
+        Some(limit) => limit
+            .parse::<usize>()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit: {limit:?}")))?,
+        None => 0,
+    };
+    let continued = match token {
+        Some(token) => Some(decode_continue(token)?),
+        None => None,
+    };
+    let after = continued
+        .as_ref()
+        .map(|(_, start)| start.split_once('/').unwrap_or(("", start.as_str())));
+    let unselective = labels.is_empty() && fields.is_empty();
+    let page = app
+        .store
+        .list_page(kind, namespace, after, limit, unselective, |item| {
+            labels.matches(item) && fields.matches(item)
+        });
+    let current = page.resource_version;
     if !version.is_empty() && version != "0" {
         let requested = not_newer_than(version, current, kind)?;
         if version_match == Some("Exact") && requested != current {
@@ -136,9 +146,8 @@ pub(super) fn list(
             ));
         }
     }
-    let (list_version, start_after) = match token {
-        Some(token) => {
-            let (version, start) = decode_continue(token)?;
+    let list_version = match continued {
+        Some((version, _)) => {
             if version < app.store.compacted() {
                 return Err(ApiError {
                     code: 410,
@@ -148,39 +157,21 @@ pub(super) fn list(
                     retry_after: None,
                 });
             }
-            (version, Some(start))
+            version
         }
-        None => (current, None),
+        None => current,
     };
-    let limit = match query.get("limit").filter(|limit| !limit.is_empty()) {
-        Some(limit) => limit
-            .parse::<usize>()
-            .map_err(|_| ApiError::bad_request(format!("invalid limit: {limit:?}")))?,
-        None => 0,
-    };
-    let selected: Vec<&Arc<Value>> = items
-        .iter()
-        .filter(|item| {
-            start_after
-                .as_ref()
-                .is_none_or(|start| object_key(item).as_str() > start.as_str())
-        })
-        .filter(|item| labels.matches(item) && fields.matches(item))
-        .collect();
-    let (page, rest) = if limit > 0 && selected.len() > limit {
-        selected.split_at(limit)
-    } else {
-        (selected.as_slice(), &[][..])
-    };
+    let (more, remaining) = (page.more, page.remaining);
+    let page = page.items;
     let mut metadata = json!({"resourceVersion": list_version.to_string()});
-    if let (Some(last), false) = (page.last(), rest.is_empty()) {
+    if let (Some(last), true) = (page.last(), more) {
         metadata["continue"] = Value::String(encode_continue(
             list_version,
             last["metadata"]["namespace"].as_str().unwrap_or(""),
             last["metadata"]["name"].as_str().unwrap_or(""),
         ));
-        if labels.is_empty() && fields.is_empty() {
-            metadata["remainingItemCount"] = json!(rest.len());
+        if unselective {
+            metadata["remainingItemCount"] = json!(remaining);
         }
     }
     // Written by hand so that the stored objects are serialized in place, never copied.
@@ -197,7 +188,7 @@ pub(super) fn list(
         if index > 0 {
             body.push(b',');
         }
-        let _ = serde_json::to_writer(&mut body, &***item);
+        let _ = serde_json::to_writer(&mut body, &**item);
     }
     body.extend_from_slice(b"]}");
     let mut response = Response::new(Body::from(body));

@@ -324,6 +324,57 @@ impl Store {
         (items, state.resource_version)
     }
 
+    /// One page of a list: up to `limit` objects (0: no limit) that `select` accepts, in key
+    /// order, starting after the key `after` (`namespace`, `name`); with `count_remaining`,
+    /// also how many selected objects follow. Walks only the page and
+    /// what follows it, so paging through a large list costs O(n) in all, not O(n) per page.
+    pub fn list_page(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: usize,
+        count_remaining: bool,
+        mut select: impl FnMut(&Value) -> bool,
+    ) -> ListPage {
+        use std::ops::Bound;
+        let state = self.state.lock();
+        let mut page = ListPage {
+            items: Vec::new(),
+            resource_version: state.resource_version,
+            more: false,
+            remaining: 0,
+        };
+        let Some(objects) = state.objects.get(&kind.key()) else {
+            return page;
+        };
+        let namespace = namespace.filter(|_| kind.namespaced);
+        let start = match (after, namespace) {
+            (Some((ns, name)), _) => Bound::Excluded((ns.to_string(), name.to_string())),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        let in_scope = |ns: &str| namespace.is_none_or(|wanted| wanted == ns);
+        for ((ns, _), object) in objects.range((start, Bound::Unbounded)) {
+            if !in_scope(ns) {
+                break;
+            }
+            if !select(object) {
+                continue;
+            }
+            if limit > 0 && page.items.len() == limit {
+                page.more = true;
+                if !count_remaining {
+                    break;
+                }
+                page.remaining += 1;
+                continue;
+            }
+            page.items.push(Arc::clone(object));
+        }
+        page
+    }
+
     /// Replaces the object `name` with `object` (PUT). With `status_only`, only its `status`
     /// changes (the `status` subresource). Returns the stored object and whether it was created
     /// (resources that create on update).
@@ -782,6 +833,19 @@ impl Store {
         }
         state.compacted = state.compacted.max(up_to);
     }
+}
+
+/// One page of a list; see [`Store::list_page`].
+#[derive(Debug)]
+pub struct ListPage {
+    /// The page's objects, in key order.
+    pub items: Vec<Arc<Value>>,
+    /// The store's resourceVersion when the page was read.
+    pub resource_version: u64,
+    /// Whether selected objects follow the page.
+    pub more: bool,
+    /// How many selected objects follow the page.
+    pub remaining: usize,
 }
 
 impl Default for Store {
