@@ -2,3 +2,8 @@
 //! `thread_safe_store_test.go` and `reflector_test.go`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod delta_fifo;
+mod index;
+mod reflector;
+mod thread_safe_store;
