@@ -33,12 +33,26 @@ impl Default for Backoff {
 impl Backoff {
     /// A backoff starting at `initial`, multiplied by `factor` up to `cap`, with `jitter` (a
     /// fraction: a delay `d` becomes `d + random·jitter·d`), reset after `reset_after` quiet.
-    pub fn new(initial: Duration, cap: Duration, factor: f64, jitter: f64, reset_after: Duration) -> Self {
+    pub fn new(
+        initial: Duration,
+        cap: Duration,
+        factor: f64,
+        jitter: f64,
+        reset_after: Duration,
+    ) -> Self {
         Self {
             initial,
             cap,
-            factor: if factor.is_finite() && factor >= 1.0 { factor } else { 1.0 },
-            jitter: if jitter.is_finite() && jitter >= 0.0 { jitter } else { 0.0 },
+            factor: if factor.is_finite() && factor >= 1.0 {
+                factor
+            } else {
+                1.0
+            },
+            jitter: if jitter.is_finite() && jitter >= 0.0 {
+                jitter
+            } else {
+                0.0
+            },
             reset_after,
             next: initial,
             last_asked: None,
@@ -80,7 +94,11 @@ mod tests {
         let bases = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0, 30.0];
         for base in bases {
             let delay = backoff.next_delay().as_secs_f64();
-            assert!(delay >= base && delay < 2.0 * base, "{delay} outside [{base}, {})", 2.0 * base);
+            assert!(
+                delay >= base && delay < 2.0 * base,
+                "{delay} outside [{base}, {})",
+                2.0 * base
+            );
             tokio::time::advance(Duration::from_secs(1)).await;
         }
         tokio::time::advance(Duration::from_secs(120)).await;

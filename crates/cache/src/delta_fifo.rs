@@ -88,6 +88,9 @@ pub struct DeltaFifoOptions<K> {
     pub emit_delta_type_replaced: bool,
     /// Applied to objects before they are queued.
     pub transformer: Option<TransformFunc<K>>,
+    /// Re-allocate each incoming object compactly (a clone) before it is queued, trading a copy
+    /// at arrival for less memory for as long as it is cached; informers set it.
+    pub compact: bool,
 }
 
 impl<K: Resource> Default for DeltaFifoOptions<K> {
@@ -97,6 +100,7 @@ impl<K: Resource> Default for DeltaFifoOptions<K> {
             known_objects: None,
             emit_delta_type_replaced: false,
             transformer: None,
+            compact: false,
         }
     }
 }
@@ -144,10 +148,13 @@ struct Inner<K> {
 pub struct DeltaFifo<K> {
     inner: Mutex<Inner<K>>,
     notify: Notify,
+    /// Woken when the FIFO becomes synced.
+    synced: Notify,
     key_func: KeyFunc<K>,
     known_objects: Option<Arc<dyn KnownObjects<K>>>,
     emit_delta_type_replaced: bool,
     transformer: Option<TransformFunc<K>>,
+    compact: bool,
 }
 
 impl<K> std::fmt::Debug for DeltaFifo<K> {
@@ -173,10 +180,12 @@ impl<K: Clone> DeltaFifo<K> {
                 closed: false,
             }),
             notify: Notify::new(),
+            synced: Notify::new(),
             key_func: options.key_func,
             known_objects: options.known_objects,
             emit_delta_type_replaced: options.emit_delta_type_replaced,
             transformer: options.transformer,
+            compact: options.compact,
         }
     }
 
@@ -187,28 +196,30 @@ impl<K: Clone> DeltaFifo<K> {
 
     /// Queues an `Added` delta.
     pub fn add(&self, obj: impl Into<Arc<K>>) -> Result<(), KeyError> {
-        let obj = obj.into();
+        let obj = self.prepare(obj.into());
         let key = self.key_of(&obj)?;
         let mut inner = self.inner.lock();
         inner.populated = true;
-        self.queue_action(&mut inner, key, DeltaType::Added, DeltaType::Added, obj);
+        self.queue_action(&mut inner, key, DeltaType::Added, obj);
+        self.wake_if_synced(&inner);
         Ok(())
     }
 
     /// Queues an `Updated` delta.
     pub fn update(&self, obj: impl Into<Arc<K>>) -> Result<(), KeyError> {
-        let obj = obj.into();
+        let obj = self.prepare(obj.into());
         let key = self.key_of(&obj)?;
         let mut inner = self.inner.lock();
         inner.populated = true;
-        self.queue_action(&mut inner, key, DeltaType::Updated, DeltaType::Updated, obj);
+        self.queue_action(&mut inner, key, DeltaType::Updated, obj);
+        self.wake_if_synced(&inner);
         Ok(())
     }
 
     /// Queues a `Deleted` delta, unless the key is neither queued nor known (then the object
     /// is taken to be deleted already and nothing is queued).
     pub fn delete(&self, obj: impl Into<Arc<K>>) -> Result<(), KeyError> {
-        let obj = obj.into();
+        let obj = self.prepare(obj.into());
         let key = self.key_of(&obj)?;
         let mut inner = self.inner.lock();
         inner.populated = true;
@@ -220,7 +231,7 @@ impl<K: Clone> DeltaFifo<K> {
         if !queued && !known {
             return Ok(());
         }
-        self.push_delta(&mut inner, key, Delta::Deleted(ObjectOrTombstone::Object(obj)));
+        self.queue_action(&mut inner, key, DeltaType::Deleted, obj);
         Ok(())
     }
 
@@ -234,9 +245,9 @@ impl<K: Clone> DeltaFifo<K> {
             .collect()
     }
 
-    /// Every queued key.
+    /// Every queued key, in the order they will be popped.
     pub fn list_keys(&self) -> Vec<String> {
-        self.inner.lock().items.keys().cloned().collect()
+        self.inner.lock().queue.iter().cloned().collect()
     }
 
     /// A copy of the deltas queued for `obj`'s key.
@@ -287,6 +298,8 @@ impl<K: Clone> DeltaFifo<K> {
             DeltaType::Sync
         };
         let mut first_error = None;
+        // Transform and compact outside the lock: pops go on meanwhile.
+        let page: Vec<Arc<K>> = page.into_iter().map(|obj| self.prepare(obj)).collect();
         let mut inner = self.inner.lock();
         for obj in page {
             let key = match self.key_of(&obj) {
@@ -296,15 +309,8 @@ impl<K: Clone> DeltaFifo<K> {
                     continue;
                 }
             };
-            if !listed.0.insert(key.clone()) {
-                // Listed twice: the later state wins, but it is one key of the population.
-                self.queue_action(&mut inner, key, action, DeltaType::Replaced, obj);
-                continue;
-            }
-            if !inner.populated {
-                inner.initial_population_count += 1;
-            }
-            self.queue_action(&mut inner, key, action, DeltaType::Replaced, obj);
+            listed.0.insert(key.clone());
+            self.queue_action(&mut inner, key, action, obj);
         }
         match first_error {
             Some(err) => Err(err),
@@ -318,7 +324,6 @@ impl<K: Clone> DeltaFifo<K> {
     pub fn replace_finish(&self, listed: ListedKeys) {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
-        let mut queued_deletions = 0;
         let unlisted_queued: Vec<(String, Option<Arc<K>>)> = inner
             .items
             .iter()
@@ -326,12 +331,15 @@ impl<K: Clone> DeltaFifo<K> {
             .map(|(key, deltas)| (key.clone(), deltas.last().and_then(Delta::object).cloned()))
             .collect();
         for (key, obj) in unlisted_queued {
-            queued_deletions += 1;
             let tombstone = DeletedFinalStateUnknown {
                 key: key.clone(),
                 obj,
             };
-            self.push_delta(inner, key, Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)));
+            self.push_delta(
+                inner,
+                key,
+                Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)),
+            );
         }
         if let Some(known) = &self.known_objects {
             for key in known.list_keys() {
@@ -340,20 +348,31 @@ impl<K: Clone> DeltaFifo<K> {
                 }
                 let obj = known.get_by_key(&key);
                 if obj.is_none() {
-                    tracing::info!(key, "key vanished from the known objects; tombstone without object");
+                    tracing::info!(
+                        key,
+                        "key vanished from the known objects; tombstone without object"
+                    );
                 }
-                queued_deletions += 1;
                 let tombstone = DeletedFinalStateUnknown {
                     key: key.clone(),
                     obj,
                 };
-                self.push_delta(inner, key, Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)));
+                self.push_delta(
+                    inner,
+                    key,
+                    Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)),
+                );
             }
         }
         if !inner.populated {
             inner.populated = true;
-            inner.initial_population_count += queued_deletions;
+            // Everything queued now belongs to the first relist: before it only a resync can
+            // queue, and the relist lists or tombstones each such key. Counting the queue rather
+            // than the listed keys stays right when keys were popped between pages and listed
+            // again, or when an abandoned relist queued pages before this one.
+            inner.initial_population_count = inner.queue.len();
         }
+        self.wake_if_synced(inner);
     }
 
     /// Queues a `Sync` delta for every known key that has nothing queued.
@@ -376,7 +395,8 @@ impl<K: Clone> DeltaFifo<K> {
             if inner.items.get(&key).is_some_and(|d| !d.is_empty()) {
                 continue;
             }
-            self.queue_action(&mut inner, key, DeltaType::Sync, DeltaType::Sync, obj);
+            // A resync carries the stored object: already transformed and compact.
+            self.queue_action(&mut inner, key, DeltaType::Sync, obj);
         }
     }
 
@@ -385,6 +405,25 @@ impl<K: Clone> DeltaFifo<K> {
     pub fn has_synced(&self) -> bool {
         let inner = self.inner.lock();
         inner.populated && inner.initial_population_count == 0
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced).
+    pub async fn wait_for_sync(&self) {
+        loop {
+            let synced = self.synced.notified();
+            tokio::pin!(synced);
+            synced.as_mut().enable();
+            if self.has_synced() {
+                return;
+            }
+            synced.await;
+        }
+    }
+
+    fn wake_if_synced(&self, inner: &Inner<K>) {
+        if inner.populated && inner.initial_population_count == 0 {
+            self.synced.notify_waiters();
+        }
     }
 
     /// Closes the FIFO: pending and future pops return [`FifoClosed`] once it is empty.
@@ -404,14 +443,18 @@ impl<K: Clone> DeltaFifo<K> {
     /// `process` runs under the FIFO's lock, like client-go's: nothing is queued meanwhile,
     /// and [`has_synced`](Self::has_synced) turns true only once the last key of the first
     /// relist has been processed. Keep it short.
-    pub async fn pop<R>(&self, process: impl FnOnce(&str, Deltas<K>, bool) -> R) -> Result<R, FifoClosed> {
+    pub async fn pop<R>(
+        &self,
+        process: impl FnOnce(&str, Deltas<K>, bool) -> R,
+    ) -> Result<R, FifoClosed> {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             {
                 let mut inner = self.inner.lock();
                 while let Some(key) = inner.queue.pop_front() {
-                    let is_in_initial_list = !(inner.populated && inner.initial_population_count == 0);
+                    let is_in_initial_list =
+                        !(inner.populated && inner.initial_population_count == 0);
                     if inner.initial_population_count > 0 {
                         inner.initial_population_count -= 1;
                     }
@@ -419,7 +462,11 @@ impl<K: Clone> DeltaFifo<K> {
                         tracing::error!(key, "queued key without deltas; skipped");
                         continue;
                     };
-                    return Ok(process(&key, Deltas(deltas), is_in_initial_list));
+                    let result = process(&key, Deltas(deltas), is_in_initial_list);
+                    if is_in_initial_list {
+                        self.wake_if_synced(&inner);
+                    }
+                    return Ok(result);
                 }
                 if inner.closed {
                     return Err(FifoClosed);
@@ -430,20 +477,19 @@ impl<K: Clone> DeltaFifo<K> {
         }
     }
 
-    fn queue_action(
-        &self,
-        inner: &mut Inner<K>,
-        key: String,
-        action: DeltaType,
-        internal_action: DeltaType,
-        obj: Arc<K>,
-    ) {
-        let obj = match &self.transformer {
-            Some(transform) if internal_action != DeltaType::Sync => {
-                Arc::new(transform(Arc::unwrap_or_clone(obj)))
-            }
-            _ => obj,
-        };
+    /// Applies the transformer, then compacts: a decoded object carries the spare capacity
+    /// serde's growing vectors leave (a one-element `Vec` of a large struct has room for four;
+    /// in a typical Pod that is ~7 KB), and a clone allocates every part exactly.
+    fn prepare(&self, obj: Arc<K>) -> Arc<K> {
+        match (&self.transformer, self.compact) {
+            (None, false) => obj,
+            (None, true) => Arc::new(K::clone(&obj)),
+            (Some(transform), false) => Arc::new(transform(Arc::unwrap_or_clone(obj))),
+            (Some(transform), true) => Arc::new(transform(Arc::unwrap_or_clone(obj)).clone()),
+        }
+    }
+
+    fn queue_action(&self, inner: &mut Inner<K>, key: String, action: DeltaType, obj: Arc<K>) {
         self.push_delta(inner, key, Delta::of_type(action, obj));
     }
 

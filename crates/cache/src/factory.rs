@@ -198,9 +198,12 @@ impl SharedInformerFactory {
                 let stop = self.cancel.child_token();
                 let outer = cancel.clone();
                 let inner_stop = stop.clone();
+                // Forward the caller's cancel; end with the informer on shutdown too.
                 tokio::spawn(async move {
-                    outer.cancelled().await;
-                    inner_stop.cancel();
+                    tokio::select! {
+                        () = outer.cancelled() => inner_stop.cancel(),
+                        () = inner_stop.cancelled() => {}
+                    }
                 });
                 entry.task = Some(entry.informer.spawn(stop));
             }

@@ -168,7 +168,11 @@ impl<K> Indexer<K> {
     }
 
     /// The keys whose object yields `indexed_value` under index `index_name`.
-    pub fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>, IndexError> {
+    pub fn index_keys(
+        &self,
+        index_name: &str,
+        indexed_value: &str,
+    ) -> Result<Vec<String>, IndexError> {
         self.store.index_keys(index_name, indexed_value)
     }
 
@@ -178,7 +182,11 @@ impl<K> Indexer<K> {
     }
 
     /// The objects whose index `index_name` yields `indexed_value`.
-    pub fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+    pub fn by_index(
+        &self,
+        index_name: &str,
+        indexed_value: &str,
+    ) -> Result<Vec<Arc<K>>, IndexError> {
         self.store.by_index(index_name, indexed_value)
     }
 

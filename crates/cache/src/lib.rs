@@ -16,6 +16,7 @@ mod index;
 mod key;
 mod list_watch;
 mod lister;
+mod metadata;
 mod processor;
 mod reflector;
 mod reflector_store;
@@ -35,6 +36,7 @@ pub use index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func, namespace_i
 pub use key::{KeyError, KeyFunc, meta_namespace_key, split_meta_namespace_key};
 pub use list_watch::{ListerWatcher, Request, ScriptedListerWatcher, WatchFeed, WatchStream};
 pub use lister::{Lister, NamespaceLister};
+pub use metadata::MetadataListerWatcher;
 pub use reflector::{
     INITIAL_EVENTS_END_ANNOTATION, Reflector, ReflectorError, ReflectorOptions, WatchErrorHandler,
 };

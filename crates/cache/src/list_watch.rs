@@ -21,7 +21,10 @@ pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>
 /// Lists and watches one kind of object; client-go's `ListerWatcher`.
 pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
     /// One list request (one page when `params.limit` is set).
-    fn list(&self, params: &ListParams) -> impl Future<Output = Result<ObjectList<K>, kube::Error>> + Send;
+    fn list(
+        &self,
+        params: &ListParams,
+    ) -> impl Future<Output = Result<ObjectList<K>, kube::Error>> + Send;
 
     /// Starts a watch from `resource_version` ("" or "0" for the current state).
     fn watch(
@@ -35,11 +38,18 @@ impl<K> ListerWatcher<K> for Api<K>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    fn list(&self, params: &ListParams) -> impl Future<Output = Result<ObjectList<K>, kube::Error>> + Send {
+    fn list(
+        &self,
+        params: &ListParams,
+    ) -> impl Future<Output = Result<ObjectList<K>, kube::Error>> + Send {
         Api::list(self, params)
     }
 
-    async fn watch(&self, params: &WatchParams, resource_version: &str) -> Result<WatchStream<K>, kube::Error> {
+    async fn watch(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+    ) -> Result<WatchStream<K>, kube::Error> {
         Ok(Api::watch(self, params, resource_version).await?.boxed())
     }
 }
@@ -213,11 +223,17 @@ impl<K: Clone + Send + 'static> ScriptedListerWatcher<K> {
 
 impl<K: Clone + Send + Sync + 'static> ListerWatcher<K> for ScriptedListerWatcher<K> {
     async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, kube::Error> {
-        self.next(Request::List(params.clone()), |script| script.lists.pop_front())
-            .await
+        self.next(Request::List(params.clone()), |script| {
+            script.lists.pop_front()
+        })
+        .await
     }
 
-    async fn watch(&self, params: &WatchParams, resource_version: &str) -> Result<WatchStream<K>, kube::Error> {
+    async fn watch(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+    ) -> Result<WatchStream<K>, kube::Error> {
         self.next(
             Request::Watch(params.clone(), resource_version.to_owned()),
             |script| script.watches.pop_front(),

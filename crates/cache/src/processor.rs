@@ -2,7 +2,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -58,15 +58,18 @@ impl SyncTracker {
     }
 }
 
+/// What a listener's task will run on: its buffer's receiving end and its handler.
+type PendingTask<K> = (
+    mpsc::UnboundedReceiver<Notification<K>>,
+    Arc<dyn ResourceEventHandler<K>>,
+);
+
 /// A registered handler, as the processor sees it.
 pub(crate) struct Listener<K> {
     pub(crate) id: u64,
     sender: mpsc::UnboundedSender<Notification<K>>,
     /// Held until the informer starts, then moved into the listener's task.
-    pending_task: Option<(
-        mpsc::UnboundedReceiver<Notification<K>>,
-        Arc<dyn ResourceEventHandler<K>>,
-    )>,
+    pending_task: Option<PendingTask<K>>,
     pub(crate) tracker: Arc<SyncTracker>,
     pub(crate) requested_resync_period: Duration,
     resync_period: Duration,
@@ -150,12 +153,17 @@ async fn run_listener<K: 'static>(
     }
 }
 
+/// Listener ids, unique in the process, so a registration presented to another informer than
+/// its own matches nothing there.
+static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
+
 /// The handlers of one informer.
 pub(crate) struct Processor<K> {
     pub(crate) listeners: Vec<Listener<K>>,
     /// Ids of the listeners due a resync in the current round.
     syncing: Vec<u64>,
-    next_id: u64,
+    /// Ids of the listeners the informer's stop let go, still removable once.
+    stopped: Vec<u64>,
 }
 
 impl<K: Send + Sync + 'static> Processor<K> {
@@ -163,13 +171,12 @@ impl<K: Send + Sync + 'static> Processor<K> {
         Self {
             listeners: Vec::new(),
             syncing: Vec::new(),
-            next_id: 0,
+            stopped: Vec::new(),
         }
     }
 
     pub(crate) fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
+        NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Sends to every listener, or for a resync only to those due one.
@@ -212,7 +219,12 @@ impl<K: Send + Sync + 'static> Processor<K> {
 
     pub(crate) fn remove(&mut self, id: u64) -> bool {
         let Some(index) = self.listeners.iter().position(|l| l.id == id) else {
-            return false;
+            // A handler the informer's stop let go is still registered until removed.
+            let Some(index) = self.stopped.iter().position(|&stopped| stopped == id) else {
+                return false;
+            };
+            self.stopped.swap_remove(index);
+            return true;
         };
         let listener = self.listeners.remove(index);
         listener.stop();
@@ -223,6 +235,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
     pub(crate) fn stop_all(&mut self) {
         for listener in self.listeners.drain(..) {
             listener.stop();
+            self.stopped.push(listener.id);
         }
         self.syncing.clear();
     }

@@ -60,7 +60,9 @@ pub enum ReflectorError {
     },
     /// A watch closed within a second without delivering anything: the server is likely
     /// unhealthy, so the reflector relists after a backoff instead of spinning.
-    #[error("{name}: very short watch: unexpected watch close - watch lasted less than a second and no items received")]
+    #[error(
+        "{name}: very short watch: unexpected watch close - watch lasted less than a second and no items received"
+    )]
     VeryShortWatch {
         /// The reflector's name.
         name: String,
@@ -145,6 +147,53 @@ struct VersionState {
     paginated_result: bool,
 }
 
+/// Writes list pages into the store one at a time, each on a blocking thread.
+struct PageWriter<K> {
+    store: Arc<dyn ReflectorStore<K>>,
+    /// The keys listed so far; away while a page is being written.
+    listed: Option<ListedKeys>,
+    writing: Option<tokio::task::JoinHandle<(ListedKeys, Option<KeyError>)>>,
+}
+
+impl<K: Send + Sync + 'static> PageWriter<K> {
+    fn new(store: Arc<dyn ReflectorStore<K>>) -> Self {
+        Self {
+            store,
+            listed: Some(ListedKeys::new()),
+            writing: None,
+        }
+    }
+
+    /// Waits for the page being written; the first object without a key it met.
+    async fn wait(&mut self) -> Option<KeyError> {
+        let writing = self.writing.take()?;
+        match writing.await {
+            Ok((listed, error)) => {
+                self.listed = Some(listed);
+                error
+            }
+            Err(err) => {
+                // The store panicked on this page; its keys are lost, so the relist finishes
+                // with what it has and the next one repairs the rest.
+                tracing::error!(%err, "storing a list page failed");
+                self.listed = Some(ListedKeys::new());
+                None
+            }
+        }
+    }
+
+    /// Starts writing `items`; call [`wait`](Self::wait) first.
+    fn write(&mut self, items: Vec<K>) {
+        let mut listed = self.listed.take().unwrap_or_default();
+        let store = Arc::clone(&self.store);
+        self.writing = Some(tokio::task::spawn_blocking(move || {
+            let page = items.into_iter().map(Arc::new).collect();
+            let error = store.replace_page(page, &mut listed).err();
+            (listed, error)
+        }));
+    }
+}
+
 /// How a watch ended.
 enum WatchEnd {
     /// Ended normally (timeout, closed connection): watch again from the last version.
@@ -183,7 +232,11 @@ where
     L: ListerWatcher<K>,
 {
     /// A reflector that keeps `store` equal to what `lister_watcher` serves.
-    pub fn new(lister_watcher: L, store: Arc<dyn ReflectorStore<K>>, options: ReflectorOptions) -> Self {
+    pub fn new(
+        lister_watcher: L,
+        store: Arc<dyn ReflectorStore<K>>,
+        options: ReflectorOptions,
+    ) -> Self {
         let backoff = Mutex::new(options.backoff.clone());
         Self {
             lister_watcher,
@@ -286,12 +339,14 @@ where
         let paginate = self.state.lock().paginated_result
             || resource_version.is_empty()
             || resource_version == "0";
-        let page_size = paginate.then_some(self.options.page_size).filter(|&n| n > 0);
+        let page_size = paginate
+            .then_some(self.options.page_size)
+            .filter(|&n| n > 0);
         let first = tokio::select! {
             result = self.list_pages(&resource_version, page_size) => result,
             () = cancel.cancelled() => return Ok(()),
         };
-        let (listed, list_resource_version, pages) = match first {
+        let (listed, list_resource_version, page_count) = match first {
             Ok(done) => done,
             Err(err) if is_expired(&err) || is_too_large_resource_version(&err) => {
                 self.set_unavailable(true);
@@ -304,7 +359,7 @@ where
             }
             Err(err) => return Err(self.list_error(err)),
         };
-        if resource_version == "0" && pages > 1 {
+        if resource_version == "0" && page_count > 1 {
             self.state.lock().paginated_result = true;
         }
         self.set_unavailable(false);
@@ -325,34 +380,57 @@ where
         }
     }
 
-    /// Lists page by page into the store. A continuation that fails because its token expired
-    /// falls back to one unpaginated list at the same version, as client-go's pager does.
+    /// Lists page by page into the store, returning the keys listed, the list's version and how
+    /// many requests it took.
+    ///
+    /// Each page goes to the store (which transforms and compacts it) on a blocking thread
+    /// while the next page is fetched and decoded, so both cores work and the whole list never
+    /// sits in memory twice. Only [`ReflectorStore::replace_finish`] turns a relist into
+    /// deletions, so pages of a list that fails halfway are harmless: they hold states at least
+    /// as new as the cache's, and the next complete list decides what is gone. A continuation
+    /// that fails because its token expired falls back to one unpaginated list at the same
+    /// version, as client-go's pager does, with a fresh set of listed keys.
     async fn list_pages(
         &self,
         resource_version: &str,
         page_size: Option<u32>,
     ) -> Result<(ListedKeys, Option<String>, usize), kube::Error> {
-        let mut listed = ListedKeys::new();
+        let mut storing = PageWriter::new(Arc::clone(&self.store));
         let mut params = self.list_params(resource_version);
         params.limit = page_size;
-        let mut pages = 0;
+        let mut requests = 0;
         loop {
+            requests += 1;
             let list = match self.lister_watcher.list(&params).await {
                 Ok(list) => list,
                 Err(err) if params.continue_token.is_some() && is_expired(&err) => {
                     tracing::debug!(reflector = %self.options.name, "continue token expired; listing in full");
+                    self.finish_pages(storing).await;
                     let mut full = self.list_params(resource_version);
                     full.limit = None;
                     let list = self.lister_watcher.list(&full).await?;
-                    self.replace_page(list.items, &mut listed);
-                    return Ok((listed, list.metadata.resource_version, pages + 1));
+                    let mut storing = PageWriter::new(Arc::clone(&self.store));
+                    storing.write(list.items);
+                    let listed = self.finish_pages(storing).await;
+                    return Ok((listed, list.metadata.resource_version, requests));
                 }
-                Err(err) => return Err(err),
+                Err(err) => {
+                    self.finish_pages(storing).await;
+                    return Err(err);
+                }
             };
-            pages += 1;
-            let next = list.metadata.continue_.clone().filter(|token| !token.is_empty());
-            let resource_version = list.metadata.resource_version.clone();
-            self.replace_page(list.items, &mut listed);
+            let next = list
+                .metadata
+                .continue_
+                .clone()
+                .filter(|token| !token.is_empty());
+            if let Some(source) = storing.wait().await {
+                self.report(&ReflectorError::Key {
+                    name: self.options.name.clone(),
+                    source,
+                });
+            }
+            storing.write(list.items);
             match next {
                 Some(token) => {
                     params.continue_token = Some(token);
@@ -360,19 +438,23 @@ where
                     params.resource_version = None;
                     params.version_match = None;
                 }
-                None => return Ok((listed, resource_version, pages)),
+                None => {
+                    let listed = self.finish_pages(storing).await;
+                    return Ok((listed, list.metadata.resource_version, requests));
+                }
             }
         }
     }
 
-    fn replace_page(&self, items: Vec<K>, listed: &mut ListedKeys) {
-        let page = items.into_iter().map(Arc::new).collect();
-        if let Err(source) = self.store.replace_page(page, listed) {
+    /// Waits for the last page to be stored; the keys listed.
+    async fn finish_pages(&self, mut storing: PageWriter<K>) -> ListedKeys {
+        if let Some(source) = storing.wait().await {
             self.report(&ReflectorError::Key {
                 name: self.options.name.clone(),
                 source,
             });
         }
+        storing.listed.take().unwrap_or_default()
     }
 
     fn list_params(&self, resource_version: &str) -> ListParams {
@@ -398,7 +480,11 @@ where
 
     /// Watches from the last synced version, resuming after every clean end. Returns `Ok` when a
     /// relist is due (410) or on cancel, and `Err` for errors a relist should follow.
-    async fn watch(&self, mut initial: Option<WatchStream<K>>, cancel: &CancellationToken) -> Result<(), ReflectorError> {
+    async fn watch(
+        &self,
+        mut initial: Option<WatchStream<K>>,
+        cancel: &CancellationToken,
+    ) -> Result<(), ReflectorError> {
         loop {
             if cancel.is_cancelled() {
                 return Ok(());
@@ -435,7 +521,10 @@ where
                     }
                 }
             };
-            match self.handle_watch(stream, start, propagate_from_start, false, cancel).await {
+            match self
+                .handle_watch(stream, start, propagate_from_start, false, cancel)
+                .await
+            {
                 Ok(WatchEnd::Closed | WatchEnd::InitialEventsEnd) => continue,
                 Ok(WatchEnd::Stopped) => return Ok(()),
                 Err(err) if err.is_expired() => {
@@ -533,7 +622,10 @@ where
 
     /// The streaming initial list: a watch with `sendInitialEvents=true` whose events up to the
     /// initial-events-end bookmark are the list. Returns the watch to go on with.
-    async fn watch_list(&self, cancel: &CancellationToken) -> Result<Option<WatchStream<K>>, ReflectorError> {
+    async fn watch_list(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<WatchStream<K>>, ReflectorError> {
         loop {
             if cancel.is_cancelled() {
                 return Ok(None);
@@ -565,7 +657,8 @@ where
                     });
                 }
             };
-            let temporary = crate::Indexer::<K>::with_key_func(meta_namespace_key::<K>, Default::default());
+            let temporary =
+                crate::Indexer::<K>::with_key_func(meta_namespace_key::<K>, Default::default());
             let mut end_resource_version = None;
             let ended = loop {
                 let item = tokio::select! {
@@ -574,7 +667,9 @@ where
                 };
                 let Some(item) = item else {
                     break if start.elapsed() < Duration::from_secs(1) {
-                        Err(ReflectorError::VeryShortWatch { name: self.options.name.clone() })
+                        Err(ReflectorError::VeryShortWatch {
+                            name: self.options.name.clone(),
+                        })
                     } else {
                         Ok(false)
                     };
@@ -582,7 +677,10 @@ where
                 match item {
                     Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
                         if let Err(source) = temporary.add(obj) {
-                            self.report(&ReflectorError::Key { name: self.options.name.clone(), source });
+                            self.report(&ReflectorError::Key {
+                                name: self.options.name.clone(),
+                                source,
+                            });
                         }
                     }
                     Ok(WatchEvent::Deleted(obj)) => {
@@ -600,10 +698,16 @@ where
                         }
                     }
                     Ok(WatchEvent::Error(status)) => {
-                        break Err(ReflectorError::WatchStatus { name: self.options.name.clone(), status });
+                        break Err(ReflectorError::WatchStatus {
+                            name: self.options.name.clone(),
+                            status,
+                        });
                     }
                     Err(source) => {
-                        break Err(ReflectorError::Watch { name: self.options.name.clone(), source });
+                        break Err(ReflectorError::Watch {
+                            name: self.options.name.clone(),
+                            source,
+                        });
                     }
                 }
             };
@@ -631,7 +735,10 @@ where
             self.set_unavailable(false);
             let mut listed = ListedKeys::new();
             if let Err(source) = self.store.replace_page(temporary.list(), &mut listed) {
-                self.report(&ReflectorError::Key { name: self.options.name.clone(), source });
+                self.report(&ReflectorError::Key {
+                    name: self.options.name.clone(),
+                    source,
+                });
             }
             drop(temporary);
             self.store.replace_finish(listed, &resource_version);
@@ -678,14 +785,23 @@ fn is_too_large_resource_version(err: &kube::Error) -> bool {
     let Some(status) = api_status(err) else {
         return false;
     };
-    let causes = status.details.as_ref().map(|details| details.causes.as_slice()).unwrap_or_default();
-    if causes.iter().any(|cause| cause.reason == "ResourceVersionTooLarge") {
+    let causes = status
+        .details
+        .as_ref()
+        .map(|details| details.causes.as_slice())
+        .unwrap_or_default();
+    if causes
+        .iter()
+        .any(|cause| cause.reason == "ResourceVersionTooLarge")
+    {
         return true;
     }
     if status.code != 504 && status.reason != "Timeout" {
         return false;
     }
-    causes.iter().any(|cause| cause.message == "Too large resource version")
+    causes
+        .iter()
+        .any(|cause| cause.message == "Too large resource version")
         || status.message.contains("Too large resource version")
 }
 

@@ -28,9 +28,6 @@ use crate::thread_safe_store::{IndexError, IndexFunc, Indexers};
 /// The shortest resync period a handler may ask for; shorter ones are raised to it.
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
-/// How often [`SharedIndexInformer::wait_for_sync`] checks.
-const SYNC_POLL_PERIOD: Duration = Duration::from_millis(100);
-
 /// What an informer refused to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InformerError {
@@ -70,6 +67,8 @@ struct Inner<K: Clone> {
     fifo: OnceLock<Arc<DeltaFifo<K>>>,
     reflector: OnceLock<Arc<Reflector<K, BoxListerWatcher<K>>>>,
     runtime: OnceLock<tokio::runtime::Handle>,
+    /// Woken once `run` has made the FIFO.
+    started: tokio::sync::Notify,
 }
 
 /// client-go's `SharedIndexInformer`; see the module docs. Clones share one informer.
@@ -198,6 +197,7 @@ where
                 fifo: OnceLock::new(),
                 reflector: OnceLock::new(),
                 runtime: OnceLock::new(),
+                started: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -219,38 +219,38 @@ where
         resync_period: Duration,
     ) -> Result<ResourceEventHandlerRegistration, InformerError> {
         let mut resync_period = resync_period;
-        let (started, check_period) = {
-            let mut config = self.inner.config.lock();
-            if config.stopped {
-                return Err(InformerError::Stopped(self.inner.name.clone()));
+        // Held until the listener is in place, so `run` cannot start (and distribute the first
+        // changes) between the decision below and the registration.
+        let mut config = self.inner.config.lock();
+        if config.stopped {
+            return Err(InformerError::Stopped(self.inner.name.clone()));
+        }
+        if !resync_period.is_zero() {
+            if resync_period < MINIMUM_RESYNC_PERIOD {
+                tracing::warn!(
+                    ?resync_period,
+                    "resync period too small; raised to {MINIMUM_RESYNC_PERIOD:?}"
+                );
+                resync_period = MINIMUM_RESYNC_PERIOD;
             }
-            if !resync_period.is_zero() {
-                if resync_period < MINIMUM_RESYNC_PERIOD {
+            if resync_period < config.resync_check_period {
+                if config.started {
                     tracing::warn!(
                         ?resync_period,
-                        "resync period too small; raised to {MINIMUM_RESYNC_PERIOD:?}"
+                        check_period = ?config.resync_check_period,
+                        "resync period smaller than the running informer's check period; raised to it"
                     );
-                    resync_period = MINIMUM_RESYNC_PERIOD;
-                }
-                if resync_period < config.resync_check_period {
-                    if config.started {
-                        tracing::warn!(
-                            ?resync_period,
-                            check_period = ?config.resync_check_period,
-                            "resync period smaller than the running informer's check period; raised to it"
-                        );
-                        resync_period = config.resync_check_period;
-                    } else {
-                        config.resync_check_period = resync_period;
-                        self.inner
-                            .processor
-                            .lock()
-                            .resync_check_period_changed(resync_period);
-                    }
+                    resync_period = config.resync_check_period;
+                } else {
+                    config.resync_check_period = resync_period;
+                    self.inner
+                        .processor
+                        .lock()
+                        .resync_check_period_changed(resync_period);
                 }
             }
-            (config.started, config.resync_check_period)
-        };
+        }
+        let (started, check_period) = (config.started, config.resync_check_period);
 
         let mut processor = self.inner.processor.lock();
         let id = processor.next_id();
@@ -273,6 +273,8 @@ where
         }
         let tracker = Arc::clone(&listener.tracker);
         processor.listeners.push(listener);
+        drop(processor);
+        drop(config);
         let fifo_synced = {
             let inner = Arc::downgrade(&self.inner);
             move || {
@@ -289,7 +291,9 @@ where
         })
     }
 
-    /// Unregisters a handler; it receives nothing more once its current call returns.
+    /// Unregisters a handler; it receives nothing more once its current call returns. A
+    /// registration can be removed once, also after the informer stopped; removing it again, or
+    /// from another informer, is an error.
     pub fn remove_event_handler(
         &self,
         registration: &ResourceEventHandlerRegistration,
@@ -345,14 +349,21 @@ where
 
     /// Waits until [`has_synced`](Self::has_synced); `false` if `cancel` fired first.
     pub async fn wait_for_sync(&self, cancel: &CancellationToken) -> bool {
-        loop {
-            if self.has_synced() {
-                return true;
+        let fifo = loop {
+            let started = self.inner.started.notified();
+            tokio::pin!(started);
+            started.as_mut().enable();
+            if let Some(fifo) = self.inner.fifo.get() {
+                break Arc::clone(fifo);
             }
             tokio::select! {
-                () = tokio::time::sleep(SYNC_POLL_PERIOD) => {}
+                () = started => {}
                 () = cancel.cancelled() => return false,
             }
+        };
+        tokio::select! {
+            () = fifo.wait_for_sync() => true,
+            () = cancel.cancelled() => self.has_synced(),
         }
     }
 
@@ -385,6 +396,7 @@ where
                 known_objects: Some(known),
                 emit_delta_type_replaced: true,
                 transformer: config.transform.clone(),
+                compact: true,
             }));
             let mut reflector = Reflector::new(
                 self.inner.lister_watcher.clone(),
@@ -397,6 +409,7 @@ where
             let reflector = Arc::new(reflector);
             let _ = self.inner.fifo.set(Arc::clone(&fifo));
             let _ = self.inner.reflector.set(Arc::clone(&reflector));
+            self.inner.started.notify_waiters();
             (fifo, reflector, config.resync_check_period)
         };
         let runtime = tokio::runtime::Handle::current();
@@ -465,6 +478,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> Inner<K> {
         let processor = self.processor.lock();
         let store = self.indexer.thread_safe_store();
         for delta in deltas {
+            let periodic = matches!(delta, Delta::Sync(_));
             match delta {
                 Delta::Added(obj)
                 | Delta::Updated(obj)
@@ -474,8 +488,11 @@ impl<K: Resource + Clone + Send + Sync + 'static> Inner<K> {
                     store.update(key.to_owned(), Arc::clone(&obj));
                     match old {
                         Some(old) => {
-                            let is_sync = old.meta().resource_version.is_some()
-                                && old.meta().resource_version == obj.meta().resource_version;
+                            // A periodic resync re-delivers the cached object, whatever its
+                            // resourceVersion; other changes are resyncs if it did not move.
+                            let is_sync = periodic
+                                || (old.meta().resource_version.is_some()
+                                    && old.meta().resource_version == obj.meta().resource_version);
                             processor.distribute(Notification::Update { old, new: obj }, is_sync);
                         }
                         None => processor.distribute(

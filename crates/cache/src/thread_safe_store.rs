@@ -178,7 +178,11 @@ impl<K> ThreadSafeStore<K> {
     }
 
     /// The keys whose object yields `indexed_value` under index `index_name`.
-    pub fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>, IndexError> {
+    pub fn index_keys(
+        &self,
+        index_name: &str,
+        indexed_value: &str,
+    ) -> Result<Vec<String>, IndexError> {
         let inner = self.inner.read();
         if !inner.indexers.contains_key(index_name) {
             return Err(IndexError::NoSuchIndex(index_name.to_owned()));
@@ -202,7 +206,11 @@ impl<K> ThreadSafeStore<K> {
     }
 
     /// The objects whose index `index_name` yields `indexed_value`.
-    pub fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+    pub fn by_index(
+        &self,
+        index_name: &str,
+        indexed_value: &str,
+    ) -> Result<Vec<Arc<K>>, IndexError> {
         let inner = self.inner.read();
         if !inner.indexers.contains_key(index_name) {
             return Err(IndexError::NoSuchIndex(index_name.to_owned()));

@@ -1,0 +1,523 @@
+//! ctrlkit's informer beside kube-runtime's reflector, against one embedded API server.
+//!
+//! `cargo bench -p ctrlkit-cache --bench informer [-- --quick]`
+//!
+//! For 10,000 and 100,000 ConfigMaps and Pods (realistic bodies, managedFields included) the
+//! parent process starts the embedded server and fills it, then runs each client in its own
+//! child process, one after another: kube-runtime's `reflector(store, watcher(..))` and
+//! ctrlkit's `SharedIndexInformer` as is, with `drop_managed_fields`, over a slim projection
+//! type (Pods), and metadata-only. Each child reports the time to synced, its live heap (a
+//! counting allocator) at its peak during the initial sync and once synced, its resident memory,
+//! and then the rate at which it hands a burst of updates (written straight into the server's
+//! store) to its handler. `--quick` runs 10,000 objects only.
+
+// A benchmark harness: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cap::Cap;
+use ctrlkit_apiserver::resource::builtin_resources;
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use ctrlkit_cache::{
+    MetadataListerWatcher, ResourceEventHandlerFuncs, SharedIndexInformer, drop_managed_fields,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::ObjectMeta;
+use kube::core::{NamespaceResourceScope, PartialObjectMeta};
+use kube::runtime::{reflector, watcher};
+use kube::{Api, Client, Config, Resource};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+#[global_allocator]
+static HEAP: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
+
+const NAMESPACE: &str = "bench";
+const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
+
+fn main() {
+    if let Ok(role) = std::env::var(CHILD_ENV) {
+        child(&role);
+        return;
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|arg| arg == "--quick");
+    let objects_arg: Option<usize> = args
+        .iter()
+        .position(|arg| arg == "--objects")
+        .and_then(|i| args.get(i + 1)?.parse().ok());
+    let sizes: Vec<usize> = match (objects_arg, quick) {
+        (Some(n), _) => vec![n],
+        (None, true) => vec![10_000],
+        (None, false) => vec![10_000, 100_000],
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "{:<11} {:>7} {:<28} {:>9} {:>10} {:>10} {:>9} {:>9} {:>10} {:>11}",
+        "kind",
+        "objects",
+        "client",
+        "sync ms",
+        "heap peak",
+        "heap sync",
+        "B/object",
+        "peak/sync",
+        "RSS MiB",
+        "updates/s"
+    );
+    let kinds: Vec<&str> = match args.iter().position(|arg| arg == "--kind") {
+        Some(i) => args.get(i + 1).map(String::as_str).into_iter().collect(),
+        None => vec!["configmaps", "pods"],
+    };
+    for &kind in &kinds {
+        for &objects in &sizes {
+            runtime.block_on(run_size(kind, objects));
+        }
+    }
+}
+
+async fn run_size(kind: &str, objects: usize) {
+    let server = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("server");
+    let resources = builtin_resources();
+    let namespaces = resources
+        .iter()
+        .find(|r| r.plural == "namespaces")
+        .expect("namespaces");
+    let resource = resources
+        .iter()
+        .find(|r| r.plural == kind)
+        .expect("resource");
+    server
+        .store()
+        .create(namespaces, "", json!({"metadata": {"name": NAMESPACE}}))
+        .expect("namespace");
+    for i in 0..objects {
+        let body = if kind == "pods" { pod(i) } else { configmap(i) };
+        server
+            .store()
+            .create(resource, NAMESPACE, body)
+            .expect("create");
+    }
+    let mut clients = vec!["kube-runtime", "ctrlkit", "ctrlkit drop-managed-fields"];
+    if kind == "pods" {
+        clients.push("ctrlkit slim-projection");
+    }
+    clients.push("ctrlkit metadata-only");
+    let updates = objects.min(20_000);
+    for client in clients {
+        let exe = std::env::current_exe().expect("exe");
+        let mut child = Command::new(&exe)
+            .env(CHILD_ENV, client)
+            .env("BENCH_URL", server.url())
+            .env("BENCH_KIND", kind)
+            .env("BENCH_OBJECTS", objects.to_string())
+            .env("BENCH_UPDATES", updates.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("child");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let synced = tokio::task::block_in_place(|| lines.next())
+            .expect("synced line")
+            .expect("read");
+        let burst = Instant::now();
+        writeln!(stdin, "go").expect("go");
+        // The burst: straight into the store, faster than any client can take it.
+        let store = server.store();
+        for i in 0..updates {
+            let name = format!("obj-{i:06}");
+            let mut current = (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
+            current["metadata"]["labels"]["round"] = json!(client.len().to_string());
+            if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            store
+                .update(resource, NAMESPACE, &name, current, false)
+                .expect("update");
+        }
+        let watched = tokio::task::block_in_place(|| lines.next())
+            .expect("watch line")
+            .expect("read");
+        assert_eq!(watched, "watched");
+        let rate = updates as f64 / burst.elapsed().as_secs_f64();
+        drop(stdin);
+        let _ = child.wait();
+        let fields: Vec<&str> = synced.split_whitespace().collect();
+        let (sync_ms, heap_peak, heap_synced, rss): (f64, f64, f64, f64) = (
+            fields[1].parse().expect("ms"),
+            fields[2].parse().expect("peak"),
+            fields[3].parse().expect("heap"),
+            fields[4].parse().expect("rss"),
+        );
+        println!(
+            "{:<11} {:>7} {:<28} {:>9.0} {:>9.1}M {:>9.1}M {:>9.0} {:>9.2} {:>10.1} {:>11.0}",
+            kind,
+            objects,
+            client,
+            sync_ms,
+            heap_peak / 1048576.0,
+            heap_synced / 1048576.0,
+            heap_synced / objects as f64,
+            heap_peak / heap_synced,
+            rss / 1048576.0,
+            rate
+        );
+    }
+    server.shutdown().await;
+}
+
+fn managed_fields(manager: &str) -> Value {
+    json!([{
+        "manager": manager,
+        "operation": "Update",
+        "apiVersion": "v1",
+        "time": "2026-11-01T10:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}, "f:tier": {}},
+                "f:ownerReferences": {".": {}, "k:{\"uid\":\"5f0c2b1e-2a43-4a8e-9d36-0a4a2f1c9b11\"}": {}}},
+            "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:env": {".": {},
+                "k:{\"name\":\"LOG_LEVEL\"}": {".": {}, "f:name": {}, "f:value": {}},
+                "k:{\"name\":\"POD_NAME\"}": {".": {}, "f:name": {}, "f:valueFrom": {".": {}, "f:fieldRef": {}}}},
+                "f:image": {}, "f:imagePullPolicy": {}, "f:name": {}, "f:ports": {".": {},
+                "k:{\"containerPort\":8080,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}, "f:name": {}, "f:protocol": {}}},
+                "f:resources": {".": {}, "f:limits": {".": {}, "f:cpu": {}, "f:memory": {}}, "f:requests": {".": {}, "f:cpu": {}, "f:memory": {}}},
+                "f:terminationMessagePath": {}, "f:terminationMessagePolicy": {}, "f:volumeMounts": {".": {},
+                "k:{\"mountPath\":\"/etc/config\"}": {".": {}, "f:mountPath": {}, "f:name": {}}}}},
+                "f:dnsPolicy": {}, "f:enableServiceLinks": {}, "f:restartPolicy": {}, "f:schedulerName": {},
+                "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}, "f:volumes": {".": {},
+                "k:{\"name\":\"config\"}": {".": {}, "f:configMap": {".": {}, "f:defaultMode": {}, "f:name": {}}, "f:name": {}}}}
+        }
+    }, {
+        "manager": "kubelet",
+        "operation": "Update",
+        "apiVersion": "v1",
+        "time": "2026-11-01T10:00:05Z",
+        "fieldsType": "FieldsV1",
+        "subresource": "status",
+        "fieldsV1": {"f:status": {"f:conditions": {
+            "k:{\"type\":\"ContainersReady\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}},
+            "k:{\"type\":\"Initialized\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}},
+            "k:{\"type\":\"Ready\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}}},
+            "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {}, "f:podIPs": {".": {}, "k:{\"ip\":\"10.244.1.17\"}": {".": {}, "f:ip": {}}}, "f:startTime": {}}}
+    }])
+}
+
+fn pod(i: usize) -> Value {
+    json!({
+        "metadata": {
+            "name": format!("obj-{i:06}"),
+            "labels": {"app": "web", "tier": "frontend", "pod-template-hash": "7d4b9c8f6d"},
+            "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-01T09:59:58Z"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d4b9c8f6d",
+                "uid": "5f0c2b1e-2a43-4a8e-9d36-0a4a2f1c9b11", "controller": true, "blockOwnerDeletion": true}],
+            "managedFields": managed_fields("kube-controller-manager")
+        },
+        "spec": {
+            "containers": [{
+                "name": "app",
+                "image": "registry.example.com/web/frontend:1.42.3",
+                "imagePullPolicy": "IfNotPresent",
+                "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                "env": [{"name": "LOG_LEVEL", "value": "info"},
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}],
+                "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
+                "volumeMounts": [{"name": "config", "mountPath": "/etc/config"},
+                                 {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}],
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File"
+            }],
+            "volumes": [{"name": "config", "configMap": {"name": "web-config", "defaultMode": 420}},
+                        {"name": "kube-api-access-x7k2p", "projected": {"defaultMode": 420, "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "serviceAccount": "default",
+            "nodeName": format!("node-{}", i % 50),
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+            "priority": 0,
+            "enableServiceLinks": true,
+            "preemptionPolicy": "PreemptLowerPriority"
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Initialized", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-01T10:00:00Z"},
+                {"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-01T10:00:05Z"},
+                {"type": "ContainersReady", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-01T10:00:05Z"},
+                {"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-01T10:00:00Z"}],
+            "hostIP": "10.0.3.21",
+            "podIP": "10.244.1.17",
+            "podIPs": [{"ip": "10.244.1.17"}],
+            "startTime": "2026-11-01T10:00:00Z",
+            "containerStatuses": [{"name": "app", "ready": true, "restartCount": 0, "started": true,
+                "state": {"running": {"startedAt": "2026-11-01T10:00:04Z"}},
+                "image": "registry.example.com/web/frontend:1.42.3",
+                "imageID": "registry.example.com/web/frontend@sha256:3f1d2c4b5a6978877665544332211aabbccddeeff00112233445566778899aa",
+                "containerID": "containerd://9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b"}],
+            "qosClass": "Burstable"
+        }
+    })
+}
+
+fn configmap(i: usize) -> Value {
+    let data: serde_json::Map<String, Value> = (0..8)
+        .map(|k| (format!("setting-{k}.yaml"), json!(format!("# generated for {i}\nkey: value-{k}\nreplicas: {k}\nenabled: true\nendpoint: https://service-{k}.example.internal:8443/api/v1\n"))))
+        .collect();
+    json!({
+        "metadata": {
+            "name": format!("obj-{i:06}"),
+            "labels": {"app": "web", "component": "settings"},
+            "annotations": {"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": NAMESPACE},
+            "managedFields": [{"manager": "helm", "operation": "Update", "apiVersion": "v1", "time": "2026-11-01T10:00:00Z",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}, "f:setting-0.yaml": {}, "f:setting-1.yaml": {}, "f:setting-2.yaml": {},
+                "f:setting-3.yaml": {}, "f:setting-4.yaml": {}, "f:setting-5.yaml": {}, "f:setting-6.yaml": {}, "f:setting-7.yaml": {}},
+                "f:metadata": {"f:annotations": {".": {}, "f:meta.helm.sh/release-name": {}, "f:meta.helm.sh/release-namespace": {}},
+                "f:labels": {".": {}, "f:app": {}, "f:component": {}}}}}]
+        },
+        "data": data
+    })
+}
+
+/// A Pod with only the fields a typical controller reads (the benchmark only caches them).
+#[allow(dead_code)]
+#[derive(Clone, Debug, Deserialize)]
+struct SlimPod {
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: SlimPodSpec,
+    #[serde(default)]
+    status: SlimPodStatus,
+}
+
+#[allow(dead_code)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlimPodSpec {
+    #[serde(default)]
+    node_name: Option<String>,
+    #[serde(default)]
+    containers: Vec<SlimContainer>,
+}
+
+#[allow(dead_code)]
+#[derive(Clone, Debug, Default, Deserialize)]
+struct SlimContainer {
+    name: String,
+    #[serde(default)]
+    image: Option<String>,
+}
+
+#[allow(dead_code)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlimPodStatus {
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default, rename = "podIP")]
+    pod_ip: Option<String>,
+}
+
+impl Resource for SlimPod {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn rss_bytes() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib * 1024.0)
+}
+
+fn child(role: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let url = std::env::var("BENCH_URL").expect("url");
+        let kind = std::env::var("BENCH_KIND").expect("kind");
+        let updates: usize = std::env::var("BENCH_UPDATES")
+            .expect("updates")
+            .parse()
+            .expect("updates");
+        let client = Client::try_from(Config::new(url.parse().expect("url"))).expect("client");
+        match (role, kind.as_str()) {
+            ("kube-runtime", "pods") => kube_runtime(Api::<Pod>::all(client), updates).await,
+            ("kube-runtime", _) => kube_runtime(Api::<ConfigMap>::all(client), updates).await,
+            ("ctrlkit", "pods") => ctrlkit(Api::<Pod>::all(client), false, updates).await,
+            ("ctrlkit", _) => ctrlkit(Api::<ConfigMap>::all(client), false, updates).await,
+            ("ctrlkit drop-managed-fields", "pods") => {
+                ctrlkit(Api::<Pod>::all(client), true, updates).await
+            }
+            ("ctrlkit drop-managed-fields", _) => {
+                ctrlkit(Api::<ConfigMap>::all(client), true, updates).await
+            }
+            ("ctrlkit slim-projection", _) => {
+                ctrlkit(Api::<SlimPod>::all(client), false, updates).await
+            }
+            ("ctrlkit metadata-only", "pods") => {
+                ctrlkit::<PartialObjectMeta<Pod>>(
+                    MetadataListerWatcher::new(Api::<Pod>::all(client)),
+                    false,
+                    updates,
+                )
+                .await
+            }
+            ("ctrlkit metadata-only", _) => {
+                ctrlkit::<PartialObjectMeta<ConfigMap>>(
+                    MetadataListerWatcher::new(Api::<ConfigMap>::all(client)),
+                    false,
+                    updates,
+                )
+                .await
+            }
+            _ => panic!("unknown role {role}"),
+        }
+    });
+    // Informer and watch tasks are still running: leave without waiting for them.
+    runtime.shutdown_background();
+}
+
+/// Reports "synced <ms> <heap peak> <heap now> <rss>", waits for "go", then reports "watched"
+/// once `updates` more updates reached the handler (the parent times the burst).
+async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notify, updates: usize) {
+    let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // Steady state: what is still held once the initial sync's buffers are gone.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (peak, now) = (HEAP.max_allocated(), HEAP.allocated());
+    // Updates may reach the handler before "go" is read: count from here.
+    let base = seen.load(Ordering::SeqCst);
+    println!("synced {sync_ms:.1} {peak} {now} {}", rss_bytes());
+    let mut line = String::new();
+    tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line)).expect("go");
+    while seen.load(Ordering::SeqCst) < base + updates {
+        let notified = progress.notified();
+        if seen.load(Ordering::SeqCst) >= base + updates {
+            break;
+        }
+        if tokio::time::timeout(Duration::from_millis(1000), notified)
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "child waiting: {} of {updates} seen",
+                seen.load(Ordering::SeqCst) - base
+            );
+        }
+    }
+    println!("watched");
+}
+
+async fn ctrlkit<K>(
+    lister_watcher: impl ctrlkit_cache::ListerWatcher<K>,
+    drop_fields: bool,
+    updates: usize,
+) where
+    K: Resource + Clone + Send + Sync + 'static,
+{
+    let seen = Arc::new(AtomicUsize::new(0));
+    let progress = Arc::new(Notify::new());
+    let informer = SharedIndexInformer::new(lister_watcher, Duration::ZERO, Default::default());
+    if drop_fields {
+        informer
+            .set_transform(Arc::new(drop_managed_fields::<K>))
+            .expect("transform");
+    }
+    informer
+        .add_event_handler(ResourceEventHandlerFuncs::new().on_update({
+            let seen = Arc::clone(&seen);
+            let progress = Arc::clone(&progress);
+            move |_: &Arc<K>, _: &Arc<K>| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                progress.notify_one();
+            }
+        }))
+        .expect("handler");
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    tokio::spawn({
+        let informer = informer.clone();
+        let cancel = cancel.clone();
+        async move { informer.run(cancel).await }
+    });
+    informer.wait_for_sync(&cancel).await;
+    report_and_watch(started, &seen, &progress, updates).await;
+}
+
+async fn kube_runtime<K>(api: Api<K>, updates: usize)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let seen = Arc::new(AtomicUsize::new(0));
+    let progress = Arc::new(Notify::new());
+    let (reader, writer) = reflector::store::<K>();
+    let started = Instant::now();
+    let stream = reflector(writer, watcher(api, watcher::Config::default()));
+    tokio::spawn({
+        let seen = Arc::clone(&seen);
+        let progress = Arc::clone(&progress);
+        async move {
+            stream
+                .for_each(|event| {
+                    if let Ok(watcher::Event::Apply(_)) = event {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        progress.notify_one();
+                    }
+                    std::future::ready(())
+                })
+                .await;
+        }
+    });
+    reader.wait_until_ready().await.expect("ready");
+    report_and_watch(started, &seen, &progress, updates).await;
+}
