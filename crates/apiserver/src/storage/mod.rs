@@ -326,7 +326,7 @@ impl Store {
 
     /// One page of a list: up to `limit` objects (0: no limit) that `select` accepts, in key
     /// order, starting after the key `after` (`namespace`, `name`); with `count_remaining`,
-    /// also how many selected objects follow. Walks only the page and
+    /// also how many objects follow (all of them: only meaningful when `select` takes all). Walks only the page and
     /// what follows it, so paging through a large list costs O(n) in all, not O(n) per page.
     pub fn list_page(
         &self,
@@ -355,20 +355,19 @@ impl Store {
             (None, None) => Bound::Unbounded,
         };
         let in_scope = |ns: &str| namespace.is_none_or(|wanted| wanted == ns);
-        for ((ns, _), object) in objects.range((start, Bound::Unbounded)) {
-            if !in_scope(ns) {
-                break;
-            }
+        let mut range = objects
+            .range((start, Bound::Unbounded))
+            .take_while(|((ns, _), _)| in_scope(ns));
+        for (_, object) in range.by_ref() {
             if !select(object) {
                 continue;
             }
             if limit > 0 && page.items.len() == limit {
                 page.more = true;
-                if !count_remaining {
-                    break;
+                if count_remaining {
+                    page.remaining = 1 + range.count();
                 }
-                page.remaining += 1;
-                continue;
+                break;
             }
             page.items.push(Arc::clone(object));
         }
@@ -844,7 +843,7 @@ pub struct ListPage {
     pub resource_version: u64,
     /// Whether selected objects follow the page.
     pub more: bool,
-    /// How many selected objects follow the page.
+    /// How many objects follow the page (when asked to count).
     pub remaining: usize,
 }
 
