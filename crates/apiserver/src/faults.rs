@@ -35,6 +35,8 @@ struct Rule {
 #[derive(Debug)]
 pub struct Faults {
     cut: watch::Sender<u64>,
+    /// While true, new watch requests wait before they start.
+    held: watch::Sender<bool>,
     rules: Mutex<Vec<Rule>>,
 }
 
@@ -42,6 +44,7 @@ impl Default for Faults {
     fn default() -> Self {
         Self {
             cut: watch::Sender::new(0),
+            held: watch::Sender::new(false),
             rules: Mutex::new(Vec::new()),
         }
     }
@@ -72,9 +75,29 @@ impl Faults {
         });
     }
 
-    /// Forgets every pending injected fault.
+    /// Makes new watch requests wait (before they read any history) until
+    /// [`release_watches`](Self::release_watches): with [`cut_watches`](Self::cut_watches), a
+    /// backlog of changes can be written and then delivered to resuming watchers all at once.
+    pub fn hold_watches(&self) {
+        self.held.send_replace(true);
+    }
+
+    /// Lets held and new watch requests start.
+    pub fn release_watches(&self) {
+        self.held.send_replace(false);
+    }
+
+    /// Waits while watches are held.
+    pub(crate) async fn watch_admitted(&self) {
+        let mut held = self.held.subscribe();
+        // The sender lives as long as the server; an error means it is going away.
+        let _ = held.wait_for(|held| !held).await;
+    }
+
+    /// Forgets every pending injected fault and releases held watches.
     pub fn clear(&self) {
         self.rules.lock().clear();
+        self.release_watches();
     }
 
     /// The fault a request of `verb` on `resource` meets, if any (using up one of its count).

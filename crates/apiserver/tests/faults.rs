@@ -194,3 +194,45 @@ async fn the_admin_endpoint_is_off_unless_asked_for() {
     assert_eq!(raw_post(&server, "/admin/faults/bogus").await.0, 404);
     assert_eq!(raw_post(&server, "/admin/faults/clear").await.0, 200);
 }
+
+#[tokio::test]
+async fn held_watches_start_on_release_and_replay_the_backlog() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let first = api
+        .create(&PostParams::default(), &configmap("first"))
+        .await
+        .unwrap();
+    let from = first.metadata.resource_version.unwrap();
+    server.faults().hold_watches();
+    let watching = tokio::spawn(async move {
+        let stream = api.watch(&WatchParams::default(), &from).await.unwrap();
+        stream.take(3).try_collect::<Vec<_>>().await.unwrap()
+    });
+    // Lists and writes go on; the watch does not start.
+    let writer: Api<ConfigMap> = Api::namespaced(
+        Client::try_from(Config::new(server.url().parse().unwrap())).unwrap(),
+        "default",
+    );
+    for name in ["second", "third", "fourth"] {
+        writer
+            .create(&PostParams::default(), &configmap(name))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!watching.is_finished());
+    server.faults().release_watches();
+    let events = tokio::time::timeout(Duration::from_secs(5), watching)
+        .await
+        .unwrap()
+        .unwrap();
+    let names: Vec<String> = events
+        .iter()
+        .map(|event| match event {
+            kube::api::WatchEvent::Added(cm) => cm.metadata.name.clone().unwrap(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["second", "third", "fourth"]);
+}

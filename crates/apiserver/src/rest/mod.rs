@@ -267,6 +267,7 @@ async fn dispatch(
     match target {
         Target::Collection { kind, namespace } => match method {
             Method::GET if is_true(&query, "watch") => {
+                app.faults.watch_admitted().await;
                 read::watch(app, &kind, namespace.as_deref(), &query)
             }
             Method::GET => read::list(app, &kind, namespace.as_deref(), &query),

@@ -200,10 +200,16 @@ pub(super) fn list(
 }
 
 /// A line of a watch stream for an event of a type other than the stored one.
+///
+/// `type` comes first, as kube-apiserver writes it: clients that decode the event as an
+/// adjacently tagged enum (kube-rs's `WatchEvent`) otherwise buffer the whole object first.
 fn event_line(event_type: &str, object: &Value) -> Bytes {
-    let mut line =
-        serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
-    line.push(b'\n');
+    let mut line = Vec::with_capacity(1024);
+    line.extend_from_slice(b"{\"type\":");
+    let _ = serde_json::to_writer(&mut line, event_type);
+    line.extend_from_slice(b",\"object\":");
+    let _ = serde_json::to_writer(&mut line, object);
+    line.extend_from_slice(b"}\n");
     Bytes::from(line)
 }
 
