@@ -17,8 +17,10 @@ mod key;
 mod list_watch;
 mod lister;
 mod metadata;
+mod page_writer;
 mod processor;
 mod reflector;
+mod reflector_error;
 mod reflector_store;
 mod shared_informer;
 mod thread_safe_store;
@@ -37,9 +39,8 @@ pub use key::{KeyError, KeyFunc, meta_namespace_key, split_meta_namespace_key};
 pub use list_watch::{ListerWatcher, Request, ScriptedListerWatcher, WatchFeed, WatchStream};
 pub use lister::{Lister, NamespaceLister};
 pub use metadata::MetadataListerWatcher;
-pub use reflector::{
-    INITIAL_EVENTS_END_ANNOTATION, Reflector, ReflectorError, ReflectorOptions, WatchErrorHandler,
-};
+pub use reflector::{INITIAL_EVENTS_END_ANNOTATION, Reflector, ReflectorOptions};
+pub use reflector_error::{ReflectorError, WatchErrorHandler};
 pub use reflector_store::ReflectorStore;
 pub use shared_informer::{
     InformerError, MINIMUM_RESYNC_PERIOD, ResourceEventHandlerRegistration, SharedIndexInformer,

@@ -13,95 +13,23 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kube::Resource;
 use kube::api::{ListParams, WatchEvent, WatchParams};
-use kube::core::Status;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::delta_fifo::ListedKeys;
-use crate::key::{KeyError, meta_namespace_key};
+use crate::key::meta_namespace_key;
 use crate::list_watch::{ListerWatcher, WatchStream};
+use crate::page_writer::PageWriter;
+use crate::reflector_error::{
+    ReflectorError, WatchErrorHandler, is_expired, is_too_large_resource_version,
+    is_transport_error, is_watch_error_retriable,
+};
 use crate::reflector_store::ReflectorStore;
 
 /// The annotation on the bookmark that ends a streaming initial list.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
-
-/// Why a list or a watch went wrong. Each is reported to the watch-error handler; the reflector
-/// recovers from all of them by itself.
-#[derive(Debug, thiserror::Error)]
-pub enum ReflectorError {
-    /// The list request failed.
-    #[error("{name}: failed to list: {source}")]
-    List {
-        /// The reflector's name.
-        name: String,
-        /// What the client reported.
-        #[source]
-        source: kube::Error,
-    },
-    /// The watch request failed, or its stream delivered something that is not an event
-    /// (a frame that is not JSON, an unknown event type, a broken connection).
-    #[error("{name}: watch failed: {source}")]
-    Watch {
-        /// The reflector's name.
-        name: String,
-        /// What the client reported.
-        #[source]
-        source: kube::Error,
-    },
-    /// The server sent an ERROR event.
-    #[error("{name}: watch ended with an error event: {} ({})", .status.message, .status.code)]
-    WatchStatus {
-        /// The reflector's name.
-        name: String,
-        /// The status the event carried.
-        status: Box<Status>,
-    },
-    /// A watch closed within a second without delivering anything: the server is likely
-    /// unhealthy, so the reflector relists after a backoff instead of spinning.
-    #[error(
-        "{name}: very short watch: unexpected watch close - watch lasted less than a second and no items received"
-    )]
-    VeryShortWatch {
-        /// The reflector's name.
-        name: String,
-    },
-    /// An object in a list or an event has no key (no name); it was skipped.
-    #[error("{name}: unable to store an object: {source}")]
-    Key {
-        /// The reflector's name.
-        name: String,
-        /// Why the object has no key.
-        #[source]
-        source: KeyError,
-    },
-    /// A list carried no resourceVersion, so no watch can start from it.
-    #[error("{name}: the list carried no resourceVersion")]
-    MissingResourceVersion {
-        /// The reflector's name.
-        name: String,
-    },
-}
-
-impl ReflectorError {
-    /// The API status behind the error, if the server sent one.
-    pub fn status(&self) -> Option<&Status> {
-        match self {
-            Self::List { source, .. } | Self::Watch { source, .. } => api_status(source),
-            Self::WatchStatus { status, .. } => Some(status),
-            _ => None,
-        }
-    }
-
-    /// Whether the resource version asked for is gone (410 Expired or Gone).
-    pub fn is_expired(&self) -> bool {
-        self.status().is_some_and(status_is_expired)
-    }
-}
-
-/// Called with every error the reflector recovers from; client-go's `WatchErrorHandler`.
-pub type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
 
 /// How a [`Reflector`] lists and watches.
 #[derive(Debug, Clone)]
@@ -145,53 +73,6 @@ struct VersionState {
     is_last_sync_resource_version_unavailable: bool,
     /// The first list at "0" came back in pages: keep paginating relists.
     paginated_result: bool,
-}
-
-/// Writes list pages into the store one at a time, each on a blocking thread.
-struct PageWriter<K> {
-    store: Arc<dyn ReflectorStore<K>>,
-    /// The keys listed so far; away while a page is being written.
-    listed: Option<ListedKeys>,
-    writing: Option<tokio::task::JoinHandle<(ListedKeys, Option<KeyError>)>>,
-}
-
-impl<K: Send + Sync + 'static> PageWriter<K> {
-    fn new(store: Arc<dyn ReflectorStore<K>>) -> Self {
-        Self {
-            store,
-            listed: Some(ListedKeys::new()),
-            writing: None,
-        }
-    }
-
-    /// Waits for the page being written; the first object without a key it met.
-    async fn wait(&mut self) -> Option<KeyError> {
-        let writing = self.writing.take()?;
-        match writing.await {
-            Ok((listed, error)) => {
-                self.listed = Some(listed);
-                error
-            }
-            Err(err) => {
-                // The store panicked on this page; its keys are lost, so the relist finishes
-                // with what it has and the next one repairs the rest.
-                tracing::error!(%err, "storing a list page failed");
-                self.listed = Some(ListedKeys::new());
-                None
-            }
-        }
-    }
-
-    /// Starts writing `items`; call [`wait`](Self::wait) first.
-    fn write(&mut self, items: Vec<K>) {
-        let mut listed = self.listed.take().unwrap_or_default();
-        let store = Arc::clone(&self.store);
-        self.writing = Some(tokio::task::spawn_blocking(move || {
-            let page = items.into_iter().map(Arc::new).collect();
-            let error = store.replace_page(page, &mut listed).err();
-            (listed, error)
-        }));
-    }
 }
 
 /// How a watch ended.
@@ -559,10 +440,24 @@ where
                 () = cancel.cancelled() => return Ok(WatchEnd::Stopped),
             };
             let Some(item) = item else { break };
-            let event = item.map_err(|source| ReflectorError::Watch {
-                name: self.options.name.clone(),
-                source,
-            })?;
+            let event = match item {
+                Ok(event) => event,
+                // A broken connection ends the watch like a close does: it resumes from the
+                // last version, nothing missed (client-go treats probable EOFs the same).
+                Err(source) if is_transport_error(&source) => {
+                    self.report(&ReflectorError::Watch {
+                        name: self.options.name.clone(),
+                        source,
+                    });
+                    break;
+                }
+                Err(source) => {
+                    return Err(ReflectorError::Watch {
+                        name: self.options.name.clone(),
+                        source,
+                    });
+                }
+            };
             let (resource_version, stored) = match event {
                 WatchEvent::Added(obj) => {
                     let resource_version = obj.meta().resource_version.clone();
@@ -762,62 +657,4 @@ where
             None => tracing::warn!(reflector = %self.options.name, %err, "list/watch error"),
         }
     }
-}
-
-fn api_status(err: &kube::Error) -> Option<&Status> {
-    match err {
-        kube::Error::Api(status) => Some(status),
-        _ => None,
-    }
-}
-
-fn status_is_expired(status: &Status) -> bool {
-    status.code == 410 || status.reason == "Expired" || status.reason == "Gone"
-}
-
-fn is_expired(err: &kube::Error) -> bool {
-    api_status(err).is_some_and(status_is_expired)
-}
-
-/// The server cannot serve a version that new yet (client-go checks the cause, or a 504 whose
-/// cause or message says so).
-fn is_too_large_resource_version(err: &kube::Error) -> bool {
-    let Some(status) = api_status(err) else {
-        return false;
-    };
-    let causes = status
-        .details
-        .as_ref()
-        .map(|details| details.causes.as_slice())
-        .unwrap_or_default();
-    if causes
-        .iter()
-        .any(|cause| cause.reason == "ResourceVersionTooLarge")
-    {
-        return true;
-    }
-    if status.code != 504 && status.reason != "Timeout" {
-        return false;
-    }
-    causes
-        .iter()
-        .any(|cause| cause.message == "Too large resource version")
-        || status.message.contains("Too large resource version")
-}
-
-/// Errors a watch is retried after without relisting: a refused connection and 429.
-fn is_watch_error_retriable(err: &kube::Error) -> bool {
-    if api_status(err).is_some_and(|status| status.code == 429) {
-        return true;
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(err) = source {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-        }
-        source = err.source();
-    }
-    false
 }

@@ -22,7 +22,8 @@ use crate::index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func};
 use crate::key::meta_namespace_key;
 use crate::list_watch::ListerWatcher;
 use crate::processor::{Listener, Notification, Processor, SyncTracker, determine_resync_period};
-use crate::reflector::{Reflector, ReflectorOptions, WatchErrorHandler};
+use crate::reflector::{Reflector, ReflectorOptions};
+use crate::reflector_error::WatchErrorHandler;
 use crate::thread_safe_store::{IndexError, IndexFunc, Indexers};
 
 /// The shortest resync period a handler may ask for; shorter ones are raised to it.

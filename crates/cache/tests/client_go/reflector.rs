@@ -1486,6 +1486,26 @@ async fn an_undecodable_stream_item_is_reported_and_the_reflector_relists() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_broken_connection_is_reported_and_the_watch_resumes_without_a_relist() {
+    let lw = Clocked::new();
+    lw.script.push_list(listed("3", vec![pod("a", "3")]));
+    let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+    lw.script.push_watch_events(vec![
+        Ok(WatchEvent::Added(pod("b", "4"))),
+        Err(kube::Error::ReadEvents(reset)),
+    ]);
+    let _open = lw.script.push_watch();
+    let store = indexer();
+    let running = Running::start(&lw, Arc::new(store.clone()), options());
+    wait_for("the second watch", || lw.watches().len() == 2).await;
+    assert_eq!(running.reports.seen(), [Seen::Watch(None)]);
+    assert_eq!(lw.lists(), ["0"]);
+    assert_eq!(lw.watches(), ["3", "4"]);
+    assert_eq!(contents(&store), expect_contents(&[("a", "3"), ("b", "4")]));
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn objects_without_a_name_are_reported_and_skipped() {
     let lw = Clocked::new();
     lw.script.push_list(listed(
