@@ -8,8 +8,10 @@
 //! ctrlkit's `SharedIndexInformer` as is, with `drop_managed_fields`, over a slim projection
 //! type (Pods), and metadata-only. Each child reports the time to synced, its live heap (a
 //! counting allocator) at its peak during the initial sync and once synced, its resident memory,
-//! and then the rate at which it hands a burst of updates (written straight into the server's
-//! store) to its handler. `--quick` runs 10,000 objects only.
+//! and then the rate at which it hands a backlog of updates to its handler: the parent cuts and
+//! holds the child's watch, writes the updates straight into the server's store, then lets the
+//! resumed watch replay them. `--quick` runs 10,000 objects only; `--objects N` and
+//! `--kind pods|configmaps` pick one size and kind.
 
 // A benchmark harness: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use cap::Cap;
 use ctrlkit_apiserver::resource::builtin_resources;
+use ctrlkit_apiserver::storage::StoreConfig;
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use ctrlkit_cache::{
     MetadataListerWatcher, ResourceEventHandlerFuncs, SharedIndexInformer, drop_managed_fields,
@@ -89,9 +92,15 @@ fn main() {
 }
 
 async fn run_size(kind: &str, objects: usize) {
-    let server = ApiServer::start(ApiServerConfig::default())
-        .await
-        .expect("server");
+    // History and watch buffers room enough for the whole backlog of updates.
+    let config = ApiServerConfig {
+        store: StoreConfig {
+            history: 50_000,
+            watch_buffer: 50_000,
+        },
+        ..ApiServerConfig::default()
+    };
+    let server = ApiServer::start(config).await.expect("server");
     let resources = builtin_resources();
     let namespaces = resources
         .iter()
@@ -112,7 +121,20 @@ async fn run_size(kind: &str, objects: usize) {
             .create(resource, NAMESPACE, body)
             .expect("create");
     }
-    let mut clients = vec!["kube-runtime", "ctrlkit", "ctrlkit drop-managed-fields"];
+    let stored = server
+        .store()
+        .get(resource, NAMESPACE, "obj-000000")
+        .expect("stored");
+    eprintln!(
+        "{kind}: {} bytes of JSON per object as served",
+        serde_json::to_vec(&*stored).map_or(0, |bytes| bytes.len())
+    );
+    let mut clients = vec![
+        "server replay (no client)",
+        "kube-runtime",
+        "ctrlkit",
+        "ctrlkit drop-managed-fields",
+    ];
     if kind == "pods" {
         clients.push("ctrlkit slim-projection");
     }
@@ -135,10 +157,12 @@ async fn run_size(kind: &str, objects: usize) {
         let synced = tokio::task::block_in_place(|| lines.next())
             .expect("synced line")
             .expect("read");
-        let burst = Instant::now();
-        writeln!(stdin, "go").expect("go");
-        // The burst: straight into the store, faster than any client can take it.
+        // The burst: watches are cut and held while the updates go straight into the store,
+        // then released, so the rate is the client's (and the server's replay), not the
+        // writer's.
         let store = server.store();
+        server.faults().hold_watches();
+        server.faults().cut_watches();
         for i in 0..updates {
             let name = format!("obj-{i:06}");
             let mut current = (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
@@ -150,6 +174,9 @@ async fn run_size(kind: &str, objects: usize) {
                 .update(resource, NAMESPACE, &name, current, false)
                 .expect("update");
         }
+        let burst = Instant::now();
+        writeln!(stdin, "go").expect("go");
+        server.faults().release_watches();
         let watched = tokio::task::block_in_place(|| lines.next())
             .expect("watch line")
             .expect("read");
@@ -385,6 +412,10 @@ fn child(role: &str) {
             .parse()
             .expect("updates");
         let client = Client::try_from(Config::new(url.parse().expect("url"))).expect("client");
+        if role.starts_with("server replay") {
+            raw_watch(&url, &kind, updates).await;
+            return;
+        }
         match (role, kind.as_str()) {
             ("kube-runtime", "pods") => kube_runtime(Api::<Pod>::all(client), updates).await,
             ("kube-runtime", _) => kube_runtime(Api::<ConfigMap>::all(client), updates).await,
@@ -426,8 +457,10 @@ fn child(role: &str) {
 /// once `updates` more updates reached the handler (the parent times the burst).
 async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notify, updates: usize) {
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
-    // Steady state: what is still held once the initial sync's buffers are gone.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Steady state: what is still held once the initial sync's buffers are gone. (Two
+    // seconds also keep the watch cut below from looking like a "very short watch", which a
+    // reflector answers with a relist, as client-go's does.)
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let (peak, now) = (HEAP.max_allocated(), HEAP.allocated());
     // Updates may reach the handler before "go" is read: count from here.
     let base = seen.load(Ordering::SeqCst);
@@ -462,6 +495,11 @@ async fn ctrlkit<K>(
     let seen = Arc::new(AtomicUsize::new(0));
     let progress = Arc::new(Notify::new());
     let informer = SharedIndexInformer::new(lister_watcher, Duration::ZERO, Default::default());
+    informer
+        .set_watch_error_handler(Arc::new(|err: &ctrlkit_cache::ReflectorError| {
+            eprintln!("child: {err}");
+        }))
+        .expect("error handler");
     if drop_fields {
         informer
             .set_transform(Arc::new(drop_managed_fields::<K>))
@@ -486,6 +524,74 @@ async fn ctrlkit<K>(
     });
     informer.wait_for_sync(&cancel).await;
     report_and_watch(started, &seen, &progress, updates).await;
+}
+
+/// The ceiling the server sets: a plain HTTP watch whose lines are counted, not decoded.
+async fn raw_watch(url: &str, kind: &str, updates: usize) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Instant::now();
+    let client = Client::try_from(Config::new(url.parse().expect("url"))).expect("client");
+    let list = Api::<kube::core::DynamicObject>::all_with(
+        client,
+        &kube::core::ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: if kind == "pods" { "Pod" } else { "ConfigMap" }.into(),
+            plural: kind.into(),
+        },
+    )
+    .list_metadata(&kube::api::ListParams::default().limit(1))
+    .await
+    .expect("list");
+    let resource_version = list.metadata.resource_version.expect("rv");
+    let seen = AtomicUsize::new(0);
+    let progress = Notify::new();
+    let address = url.trim_start_matches("http://").to_owned();
+    let path =
+        format!("/api/v1/{kind}?watch=true&resourceVersion={resource_version}&timeoutSeconds=600");
+    // Start watching on "go" (the parent holds watches until then); count MODIFIED lines.
+    let watching = async {
+        let mut line = String::new();
+        tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line)).expect("go");
+        let mut stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: application/json\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("request");
+        let mut buffer = vec![0u8; 1 << 20];
+        let needle = b"\"MODIFIED\"";
+        let mut carry: Vec<u8> = Vec::new();
+        while seen.load(Ordering::SeqCst) < updates {
+            let n = stream.read(&mut buffer).await.expect("read");
+            if n == 0 {
+                break;
+            }
+            carry.extend_from_slice(&buffer[..n]);
+            let mut count = 0;
+            let mut start = 0;
+            while let Some(at) = carry[start..]
+                .windows(needle.len())
+                .position(|w| w == needle)
+            {
+                count += 1;
+                start += at + needle.len();
+            }
+            carry.drain(..start.max(carry.len().saturating_sub(needle.len())));
+            seen.fetch_add(count, Ordering::SeqCst);
+        }
+        println!("watched");
+    };
+    let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
+    println!(
+        "synced {sync_ms:.1} {} {} {}",
+        HEAP.max_allocated(),
+        HEAP.allocated(),
+        rss_bytes()
+    );
+    watching.await;
+    drop(progress);
 }
 
 async fn kube_runtime<K>(api: Api<K>, updates: usize)

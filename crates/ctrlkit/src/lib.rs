@@ -4,4 +4,5 @@
 //! This facade re-exports the ctrlkit crates under one name.
 
 pub use ctrlkit_apiserver as apiserver;
+pub use ctrlkit_cache as cache;
 pub use ctrlkit_workqueue as workqueue;
