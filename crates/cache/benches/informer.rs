@@ -546,7 +546,6 @@ async fn raw_watch(url: &str, kind: &str, updates: usize) {
     .expect("list");
     let resource_version = list.metadata.resource_version.expect("rv");
     let seen = AtomicUsize::new(0);
-    let progress = Notify::new();
     let address = url.trim_start_matches("http://").to_owned();
     let path =
         format!("/api/v1/{kind}?watch=true&resourceVersion={resource_version}&timeoutSeconds=600");
@@ -591,7 +590,6 @@ async fn raw_watch(url: &str, kind: &str, updates: usize) {
         rss_bytes()
     );
     watching.await;
-    drop(progress);
 }
 
 async fn kube_runtime<K>(api: Api<K>, updates: usize)
