@@ -523,3 +523,49 @@ fn dedup_deltas<K>(deltas: &mut Vec<Delta<K>>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn configmap() -> Arc<ConfigMap> {
+        let mut data = Vec::with_capacity(64);
+        data.push(("key".to_owned(), "value".to_owned()));
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("a".into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            data: Some(data.into_iter().collect()),
+            ..Default::default()
+        })
+    }
+
+    async fn queued(fifo: &DeltaFifo<ConfigMap>) -> Arc<ConfigMap> {
+        fifo.pop(|_, deltas, _| deltas.newest().and_then(Delta::object).cloned())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Arc::new(ConfigMap::default()))
+    }
+
+    #[tokio::test]
+    async fn compaction_queues_an_equal_copy_and_is_off_by_default() {
+        let plain = DeltaFifo::new(DeltaFifoOptions::<ConfigMap>::default());
+        let obj = configmap();
+        plain.add(Arc::clone(&obj)).unwrap();
+        assert!(Arc::ptr_eq(&queued(&plain).await, &obj));
+
+        let compacting = DeltaFifo::new(DeltaFifoOptions {
+            compact: true,
+            ..DeltaFifoOptions::<ConfigMap>::default()
+        });
+        compacting.add(Arc::clone(&obj)).unwrap();
+        let copy = queued(&compacting).await;
+        assert!(!Arc::ptr_eq(&copy, &obj));
+        assert_eq!(copy, obj);
+    }
+}

@@ -53,6 +53,7 @@ struct Config<K> {
     resync_check_period: Duration,
     transform: Option<TransformFunc<K>>,
     watch_error_handler: Option<WatchErrorHandler>,
+    compact: bool,
 }
 
 struct Inner<K: Clone> {
@@ -193,6 +194,7 @@ where
                     resync_check_period: default_resync_period,
                     transform: None,
                     watch_error_handler: None,
+                    compact: true,
                 }),
                 processor: Mutex::new(Processor::new()),
                 fifo: OnceLock::new(),
@@ -317,6 +319,19 @@ where
         Ok(())
     }
 
+    /// Whether each incoming object is re-allocated compactly (a clone) before it is cached; on
+    /// by default. Decoding leaves spare capacity in every vector (about 6 KB in a typical Pod),
+    /// and the clone gives it back at the price of a copy per change: turn it off when CPU is
+    /// scarcer than memory (see docs/BENCHMARKS.md for both sides). Refused after start.
+    pub fn set_compact_objects(&self, compact: bool) -> Result<(), InformerError> {
+        let mut config = self.inner.config.lock();
+        if config.started {
+            return Err(InformerError::AlreadyStarted(self.inner.name.clone()));
+        }
+        config.compact = compact;
+        Ok(())
+    }
+
     /// Sets the handler for errors the reflector recovers from. Refused after start.
     pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), InformerError> {
         let mut config = self.inner.config.lock();
@@ -397,7 +412,7 @@ where
                 known_objects: Some(known),
                 emit_delta_type_replaced: true,
                 transformer: config.transform.clone(),
-                compact: true,
+                compact: config.compact,
             }));
             let mut reflector = Reflector::new(
                 self.inner.lister_watcher.clone(),
