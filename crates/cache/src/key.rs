@@ -54,6 +54,29 @@ pub fn meta_namespace_key<K: Resource>(obj: &K) -> Result<String, KeyError> {
     })
 }
 
+/// The key of a deleted object as a delete handler receives it: a tombstone's own key, or the
+/// object's [`meta_namespace_key`]; client-go's `DeletionHandlingMetaNamespaceKeyFunc`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ctrlkit_cache::{DeletedFinalStateUnknown, ObjectOrTombstone, deletion_handling_meta_namespace_key};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// let tombstone = ObjectOrTombstone::<ConfigMap>::Tombstone(DeletedFinalStateUnknown {
+///     key: "default/gone".into(),
+///     obj: None,
+/// });
+/// assert_eq!(deletion_handling_meta_namespace_key(&tombstone).unwrap(), "default/gone");
+/// ```
+pub fn deletion_handling_meta_namespace_key<K: Resource>(
+    obj: &crate::ObjectOrTombstone<K>,
+) -> Result<String, KeyError> {
+    match obj {
+        crate::ObjectOrTombstone::Object(obj) => meta_namespace_key(&**obj),
+        crate::ObjectOrTombstone::Tombstone(tombstone) => Ok(tombstone.key.clone()),
+    }
+}
+
 /// Splits a key made by [`meta_namespace_key`] into its namespace (`None` when cluster scoped)
 /// and name. A key with more than one `/` is an error.
 ///

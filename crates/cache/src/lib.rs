@@ -35,7 +35,10 @@ pub use delta_fifo::{
 pub use factory::SharedInformerFactory;
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func, namespace_indexers};
-pub use key::{KeyError, KeyFunc, meta_namespace_key, split_meta_namespace_key};
+pub use key::{
+    KeyError, KeyFunc, deletion_handling_meta_namespace_key, meta_namespace_key,
+    split_meta_namespace_key,
+};
 pub use list_watch::{ListerWatcher, Request, ScriptedListerWatcher, WatchFeed, WatchStream};
 pub use lister::{Lister, NamespaceLister};
 pub use metadata::MetadataListerWatcher;
