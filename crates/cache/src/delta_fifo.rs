@@ -196,22 +196,20 @@ impl<K: Clone> DeltaFifo<K> {
 
     /// Queues an `Added` delta.
     pub fn add(&self, obj: impl Into<Arc<K>>) -> Result<(), KeyError> {
-        let obj = self.prepare(obj.into());
-        let key = self.key_of(&obj)?;
-        let mut inner = self.inner.lock();
-        inner.populated = true;
-        self.queue_action(&mut inner, key, DeltaType::Added, obj);
-        self.wake_if_synced(&inner);
-        Ok(())
+        self.queue_change(obj.into(), DeltaType::Added)
     }
 
     /// Queues an `Updated` delta.
     pub fn update(&self, obj: impl Into<Arc<K>>) -> Result<(), KeyError> {
-        let obj = self.prepare(obj.into());
+        self.queue_change(obj.into(), DeltaType::Updated)
+    }
+
+    fn queue_change(&self, obj: Arc<K>, action: DeltaType) -> Result<(), KeyError> {
+        let obj = self.prepare(obj);
         let key = self.key_of(&obj)?;
         let mut inner = self.inner.lock();
         inner.populated = true;
-        self.queue_action(&mut inner, key, DeltaType::Updated, obj);
+        self.queue_action(&mut inner, key, action, obj);
         self.wake_if_synced(&inner);
         Ok(())
     }
