@@ -6,7 +6,9 @@
 //! - `POST /admin/faults/compact[?resourceVersion=N]`: forget history up to N (default: all);
 //! - `POST /admin/faults/fail?count=N[&verb=V][&resource=R]&status=429|500|503[&retryAfterSeconds=S]`
 //!   or `…&delayMs=D`: fault the next N matching requests;
-//! - `POST /admin/faults/clear`: forget pending faults.
+//! - `POST /admin/faults/hold-watches`, `POST /admin/faults/release-watches`: make new watches
+//!   wait, then let them start;
+//! - `POST /admin/faults/clear`: forget pending faults and release held watches.
 
 use std::time::Duration;
 
@@ -35,6 +37,8 @@ pub(super) fn handle(app: &App, action: &str, query: &Query) -> Result<Response,
             let up_to = number(query, "resourceVersion")?.unwrap_or(u64::MAX);
             app.store.compact(up_to);
         }
+        "hold-watches" => app.faults.hold_watches(),
+        "release-watches" => app.faults.release_watches(),
         "clear" => app.faults.clear(),
         "fail" => {
             let count = number(query, "count")?.unwrap_or(1);
