@@ -192,7 +192,10 @@ async fn the_admin_endpoint_is_off_unless_asked_for() {
         400
     );
     assert_eq!(raw_post(&server, "/admin/faults/hold-watches").await.0, 200);
-    assert_eq!(raw_post(&server, "/admin/faults/release-watches").await.0, 200);
+    assert_eq!(
+        raw_post(&server, "/admin/faults/release-watches").await.0,
+        200
+    );
     assert_eq!(raw_post(&server, "/admin/faults/bogus").await.0, 404);
     assert_eq!(raw_post(&server, "/admin/faults/clear").await.0, 200);
 }
