@@ -165,7 +165,9 @@ impl SharedInformerFactory {
                 return informer.clone();
             }
         }
-        let name = api.resource_url().to_owned();
+        // The URL names the informer in logs; the type keeps a typed and a dynamic informer
+        // of one URL apart in `wait_for_cache_sync`'s answer.
+        let name = format!("{} ({})", api.resource_url(), std::any::type_name::<K>());
         let options = ReflectorOptions {
             name: name.clone(),
             label_selector: self.label_selector.clone(),
@@ -211,7 +213,7 @@ impl SharedInformerFactory {
     }
 
     /// Waits until every started informer has synced, or `cancel` fires; which synced, by name
-    /// (the resource URL).
+    /// (the resource URL and the object type).
     pub async fn wait_for_cache_sync(&self, cancel: &CancellationToken) -> HashMap<String, bool> {
         loop {
             let status: HashMap<String, bool> = self
