@@ -68,7 +68,7 @@ fn main() {
         .build()
         .expect("runtime");
     println!(
-        "{:<11} {:>7} {:<28} {:>9} {:>10} {:>10} {:>9} {:>9} {:>10} {:>11}",
+        "{:<11} {:>7} {:<28} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11}",
         "kind",
         "objects",
         "client",
@@ -77,7 +77,8 @@ fn main() {
         "heap sync",
         "B/object",
         "peak/sync",
-        "RSS MiB",
+        "RSS peak",
+        "RSS sync",
         "updates/s"
     );
     let kinds: Vec<&str> = match args.iter().position(|arg| arg == "--kind") {
@@ -186,14 +187,15 @@ async fn run_size(kind: &str, objects: usize) {
         drop(stdin);
         let _ = child.wait();
         let fields: Vec<&str> = synced.split_whitespace().collect();
-        let (sync_ms, heap_peak, heap_synced, rss): (f64, f64, f64, f64) = (
+        let (sync_ms, heap_peak, heap_synced, rss_peak, rss): (f64, f64, f64, f64, f64) = (
             fields[1].parse().expect("ms"),
             fields[2].parse().expect("peak"),
             fields[3].parse().expect("heap"),
-            fields[4].parse().expect("rss"),
+            fields[4].parse().expect("rss peak"),
+            fields[5].parse().expect("rss"),
         );
         println!(
-            "{:<11} {:>7} {:<28} {:>9.0} {:>9.1}M {:>9.1}M {:>9.0} {:>9.2} {:>10.1} {:>11.0}",
+            "{:<11} {:>7} {:<28} {:>9.0} {:>9.1}M {:>9.1}M {:>9.0} {:>9.2} {:>8.1}M {:>8.1}M {:>11.0}",
             kind,
             objects,
             client,
@@ -202,6 +204,7 @@ async fn run_size(kind: &str, objects: usize) {
             heap_synced / 1048576.0,
             heap_synced / objects as f64,
             heap_peak / heap_synced,
+            rss_peak / 1048576.0,
             rss / 1048576.0,
             rate
         );
@@ -391,13 +394,17 @@ impl Resource for SlimPod {
     }
 }
 
-fn rss_bytes() -> f64 {
+/// `"<peak> <current>"` resident bytes (VmHWM and VmRSS).
+fn rss_bytes() -> String {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib * 1024.0)
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(0.0, |kib| kib * 1024.0)
+    };
+    format!("{} {}", field("VmHWM:"), field("VmRSS:"))
 }
 
 fn child(role: &str) {
