@@ -329,15 +329,7 @@ impl<K: Clone> DeltaFifo<K> {
             .map(|(key, deltas)| (key.clone(), deltas.last().and_then(Delta::object).cloned()))
             .collect();
         for (key, obj) in unlisted_queued {
-            let tombstone = DeletedFinalStateUnknown {
-                key: key.clone(),
-                obj,
-            };
-            self.push_delta(
-                inner,
-                key,
-                Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)),
-            );
+            self.push_tombstone(inner, key, obj);
         }
         if let Some(known) = &self.known_objects {
             for key in known.list_keys() {
@@ -351,15 +343,7 @@ impl<K: Clone> DeltaFifo<K> {
                         "key vanished from the known objects; tombstone without object"
                     );
                 }
-                let tombstone = DeletedFinalStateUnknown {
-                    key: key.clone(),
-                    obj,
-                };
-                self.push_delta(
-                    inner,
-                    key,
-                    Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)),
-                );
+                self.push_tombstone(inner, key, obj);
             }
         }
         if !inner.populated {
@@ -489,6 +473,19 @@ impl<K: Clone> DeltaFifo<K> {
 
     fn queue_action(&self, inner: &mut Inner<K>, key: String, action: DeltaType, obj: Arc<K>) {
         self.push_delta(inner, key, Delta::of_type(action, obj));
+    }
+
+    /// Queues an inferred deletion of `key`, carrying its last known state.
+    fn push_tombstone(&self, inner: &mut Inner<K>, key: String, obj: Option<Arc<K>>) {
+        let tombstone = DeletedFinalStateUnknown {
+            key: key.clone(),
+            obj,
+        };
+        self.push_delta(
+            inner,
+            key,
+            Delta::Deleted(ObjectOrTombstone::Tombstone(tombstone)),
+        );
     }
 
     fn push_delta(&self, inner: &mut Inner<K>, key: String, delta: Delta<K>) {

@@ -13,13 +13,14 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kube::Resource;
 use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::core::watch::Bookmark;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::delta_fifo::ListedKeys;
-use crate::key::meta_namespace_key;
+use crate::key::{KeyError, meta_namespace_key};
 use crate::list_watch::{ListerWatcher, WatchStream};
 use crate::page_writer::PageWriter;
 use crate::reflector_error::{
@@ -73,6 +74,15 @@ struct VersionState {
     is_last_sync_resource_version_unavailable: bool,
     /// The first list at "0" came back in pages: keep paginating relists.
     paginated_result: bool,
+}
+
+/// Whether a bookmark ends a streaming initial list.
+fn ends_initial_events(bookmark: &Bookmark) -> bool {
+    bookmark
+        .metadata
+        .annotations
+        .get(INITIAL_EVENTS_END_ANNOTATION)
+        .is_some_and(|value| value == "true")
 }
 
 /// How a watch ended.
@@ -305,12 +315,7 @@ where
                 .continue_
                 .clone()
                 .filter(|token| !token.is_empty());
-            if let Some(source) = storing.wait().await {
-                self.report(&ReflectorError::Key {
-                    name: self.options.name.clone(),
-                    source,
-                });
-            }
+            self.wait_for_page(&mut storing).await;
             storing.write(list.items);
             match next {
                 Some(token) => {
@@ -329,13 +334,15 @@ where
 
     /// Waits for the last page to be stored; the keys listed.
     async fn finish_pages(&self, mut storing: PageWriter<K>) -> ListedKeys {
-        if let Some(source) = storing.wait().await {
-            self.report(&ReflectorError::Key {
-                name: self.options.name.clone(),
-                source,
-            });
-        }
+        self.wait_for_page(&mut storing).await;
         storing.listed.take().unwrap_or_default()
+    }
+
+    /// Waits for the page being stored, reporting an object it skipped.
+    async fn wait_for_page(&self, storing: &mut PageWriter<K>) {
+        if let Some(source) = storing.wait().await {
+            self.report_key_error(source);
+        }
     }
 
     fn list_params(&self, resource_version: &str) -> ListParams {
@@ -475,11 +482,7 @@ where
                 }
                 WatchEvent::Bookmark(bookmark) => {
                     event_received_besides_added = true;
-                    let end = bookmark
-                        .metadata
-                        .annotations
-                        .get(INITIAL_EVENTS_END_ANNOTATION)
-                        .is_some_and(|value| value == "true");
+                    let end = ends_initial_events(&bookmark);
                     self.set_last_sync_resource_version(&bookmark.metadata.resource_version);
                     event_count += 1;
                     if end && exit_on_initial_events_end {
@@ -496,10 +499,7 @@ where
             };
             event_count += 1;
             if let Err(source) = stored {
-                self.report(&ReflectorError::Key {
-                    name: self.options.name.clone(),
-                    source,
-                });
+                self.report_key_error(source);
             }
             if let Some(resource_version) = resource_version {
                 if propagate_from_start || event_received_besides_added {
@@ -572,22 +572,14 @@ where
                 match item {
                     Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
                         if let Err(source) = temporary.add(obj) {
-                            self.report(&ReflectorError::Key {
-                                name: self.options.name.clone(),
-                                source,
-                            });
+                            self.report_key_error(source);
                         }
                     }
                     Ok(WatchEvent::Deleted(obj)) => {
                         let _ = temporary.delete(&obj);
                     }
                     Ok(WatchEvent::Bookmark(bookmark)) => {
-                        if bookmark
-                            .metadata
-                            .annotations
-                            .get(INITIAL_EVENTS_END_ANNOTATION)
-                            .is_some_and(|value| value == "true")
-                        {
+                        if ends_initial_events(&bookmark) {
                             end_resource_version = Some(bookmark.metadata.resource_version);
                             break Ok(true);
                         }
@@ -630,10 +622,7 @@ where
             self.set_unavailable(false);
             let mut listed = ListedKeys::new();
             if let Err(source) = self.store.replace_page(temporary.list(), &mut listed) {
-                self.report(&ReflectorError::Key {
-                    name: self.options.name.clone(),
-                    source,
-                });
+                self.report_key_error(source);
             }
             drop(temporary);
             self.store.replace_finish(listed, &resource_version);
@@ -649,6 +638,13 @@ where
             () = tokio::time::sleep(delay) => true,
             () = cancel.cancelled() => false,
         }
+    }
+
+    fn report_key_error(&self, source: KeyError) {
+        self.report(&ReflectorError::Key {
+            name: self.options.name.clone(),
+            source,
+        });
     }
 
     fn report(&self, err: &ReflectorError) {

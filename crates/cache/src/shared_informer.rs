@@ -500,9 +500,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> Inner<K> {
                 | Delta::Updated(obj)
                 | Delta::Replaced(obj)
                 | Delta::Sync(obj) => {
-                    let old = store.get(key);
-                    store.update(key.to_owned(), Arc::clone(&obj));
-                    match old {
+                    match store.swap(key.to_owned(), Arc::clone(&obj)) {
                         Some(old) => {
                             // A periodic resync re-delivers the cached object, whatever its
                             // resourceVersion; other changes are resyncs if it did not move.

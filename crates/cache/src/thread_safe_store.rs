@@ -81,6 +81,12 @@ impl<K> ThreadSafeStore<K> {
 
     /// Inserts or replaces the object under `key`, updating every index.
     pub fn update(&self, key: String, obj: Arc<K>) {
+        self.swap(key, obj);
+    }
+
+    /// Inserts or replaces the object under `key` and hands back the one it replaced, under
+    /// one lock (the informer needs both for an update notification).
+    pub(crate) fn swap(&self, key: String, obj: Arc<K>) -> Option<Arc<K>> {
         let mut inner = self.inner.write();
         let inner = &mut *inner;
         let old = inner.items.get(&key).cloned();
@@ -92,6 +98,7 @@ impl<K> ThreadSafeStore<K> {
             &key,
         );
         inner.items.insert(key, obj);
+        old
     }
 
     /// Removes the object under `key`, if any, and its index entries.
