@@ -46,6 +46,10 @@ pub struct LeaderElectionConfig {
     pub release_on_cancel: bool,
     /// The election's name, for metrics and logs.
     pub name: String,
+    /// Followers also watch the lock, so a released lock is taken within one round trip and a
+    /// crashed leader's lock the moment it expires; polling every retry period stays the
+    /// fallback. `false` polls only, as client-go does. Default `true`.
+    pub watch_lock: bool,
 }
 
 impl Default for LeaderElectionConfig {
@@ -56,6 +60,7 @@ impl Default for LeaderElectionConfig {
             retry_period: Duration::from_secs(2),
             release_on_cancel: false,
             name: String::new(),
+            watch_lock: true,
         }
     }
 }

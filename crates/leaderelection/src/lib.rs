@@ -1,17 +1,31 @@
 //! client-go's leader election for Rust.
 //!
 //! Candidates race for a resource lock; the leader renews it every retry period, the others
-//! watch its record, and optimistic concurrency on resourceVersion decides every race. This
-//! crate holds the record every lock stores ([`LeaderElectionRecord`]), the election's timing
-//! ([`LeaderElectionConfig`], validated as client-go validates it) and the [`LeaseLock`]; the
-//! annotation locks and the elector build on them.
+//! follow its record, and optimistic concurrency on resourceVersion decides every race. A
+//! follower counts a holder's lease from the moment *it* observed the last change, on its own
+//! clock, so no two clocks need agree. Beyond client-go, followers also watch the lock: a
+//! released lock is taken within one round trip, and a crashed leader's lock the moment its
+//! lease runs out.
+//!
+//! [`LeaderElector`] runs the election over any [`ResourceLock`]; [`LeaseLock`] is the lock to
+//! use, and [`resource_lock::new`] picks one by client-go's names.
 
+mod callbacks;
+mod clock;
 mod config;
-mod lease_lock;
-mod lock;
+mod elector;
+mod healthz;
+mod metrics;
 mod record;
+pub mod resource_lock;
 
+pub use callbacks::LeaderCallbacks;
 pub use config::{ConfigError, JITTER_FACTOR, LeaderElectionConfig};
-pub use lease_lock::LeaseLock;
-pub use lock::{LockError, ResourceLock};
+pub use elector::{LeaderElector, run_or_die};
+pub use healthz::{CheckError, HealthzAdaptor, LeaderCheck};
+pub use metrics::LeaderElectionMetrics;
 pub use record::{LEADER_ANNOTATION, LeaderElectionRecord, RecordError};
+pub use resource_lock::{
+    AnyLock, ConfigMapLock, EndpointsLock, LeaseLock, LockError, LockKind, MultiLock, ObjectLock,
+    ResourceLock,
+};

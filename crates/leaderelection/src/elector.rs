@@ -1,0 +1,571 @@
+//! The elector: acquire the lock, renew it, give it up; client-go's `LeaderElector`.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep, sleep_until, timeout, timeout_at};
+use tokio_util::sync::CancellationToken;
+
+use crate::callbacks::LeaderCallbacks;
+use crate::clock::WallClock;
+use crate::config::{ConfigError, JITTER_FACTOR, LeaderElectionConfig};
+use crate::healthz::{CheckError, LeaderCheck};
+use crate::metrics::LeaderElectionMetrics;
+use crate::record::LeaderElectionRecord;
+use crate::resource_lock::ResourceLock;
+
+/// What this candidate last observed of the lock, and when (on its own clock).
+#[derive(Debug, Default)]
+pub(crate) struct Observed {
+    pub(crate) record: LeaderElectionRecord,
+    pub(crate) raw: Vec<u8>,
+    /// When the record was observed to change; `None` before the first observation (a lease
+    /// observed never is expired).
+    pub(crate) time: Option<Instant>,
+    /// The holder last reported to `on_new_leader`.
+    pub(crate) reported_leader: String,
+}
+
+pub(crate) struct Shared<L> {
+    pub(crate) lock: L,
+    config: LeaderElectionConfig,
+    callbacks: LeaderCallbacks,
+    pub(crate) observed: Mutex<Observed>,
+    metrics: OnceLock<LeaderElectionMetrics>,
+    clock: WallClock,
+}
+
+/// Runs an election for one candidate; client-go's `LeaderElector`.
+///
+/// Cloning is cheap and shares the elector, so a health check can hold one while
+/// [`run`](Self::run) drives another.
+///
+/// ```no_run
+/// use ctrlkit_leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn doc(client: kube::Client) -> Result<(), ctrlkit_leaderelection::ConfigError> {
+/// let lock = LeaseLock::new(client, "default", "my-controller", "pod-a");
+/// let callbacks = LeaderCallbacks::new(
+///     |leading: CancellationToken| async move {
+///         // Reconcile until leadership is lost.
+///         leading.cancelled().await;
+///     },
+///     || println!("no longer leading"),
+/// );
+/// let elector = LeaderElector::new(lock, LeaderElectionConfig::default(), callbacks)?;
+/// elector.run(CancellationToken::new()).await;
+/// # Ok(()) }
+/// ```
+pub struct LeaderElector<L> {
+    pub(crate) shared: Arc<Shared<L>>,
+}
+
+impl<L> Clone for LeaderElector<L> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<L> std::fmt::Debug for LeaderElector<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElector")
+            .field("config", &self.shared.config)
+            .field(
+                "leader",
+                &self.shared.observed.lock().record.holder_identity,
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `on_stopped_leading` when dropped, so it runs however `run` ends (also when its future
+/// is dropped).
+struct StoppedLeading<'a>(&'a LeaderCallbacks);
+
+impl Drop for StoppedLeading<'_> {
+    fn drop(&mut self) {
+        (self.0.on_stopped_leading)();
+    }
+}
+
+/// Aborts a background task when dropped.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// `period` stretched by up to `factor × period` at random (client-go's `wait.Jitter`).
+fn jitter(period: Duration, factor: f64) -> Duration {
+    period + period.mul_f64(fastrand::f64() * factor)
+}
+
+impl<L: ResourceLock + 'static> LeaderElector<L> {
+    /// An elector for `lock`, after checking `config` as client-go does.
+    pub fn new(
+        lock: L,
+        config: LeaderElectionConfig,
+        callbacks: LeaderCallbacks,
+    ) -> Result<Self, ConfigError> {
+        config.validate(lock.identity())?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                lock,
+                config,
+                callbacks,
+                observed: Mutex::new(Observed::default()),
+                metrics: OnceLock::new(),
+                clock: WallClock::new(),
+            }),
+        })
+    }
+
+    /// Reports `leader_election_master_status` and `leader_election_slowpath_total` to
+    /// `metrics` (set once; later calls are ignored).
+    #[must_use]
+    pub fn with_metrics(self, metrics: LeaderElectionMetrics) -> Self {
+        let _ = self.shared.metrics.set(metrics);
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeaderElectionConfig {
+        &self.shared.config
+    }
+
+    /// The lock.
+    pub fn lock(&self) -> &L {
+        &self.shared.lock
+    }
+
+    /// Whether this candidate holds the lock, as last observed.
+    pub fn is_leader(&self) -> bool {
+        self.shared.observed.lock().record.holder_identity == self.shared.lock.identity()
+    }
+
+    /// The holder as last observed (`""` when nobody holds it).
+    pub fn get_leader(&self) -> String {
+        self.shared.observed.lock().record.holder_identity.clone()
+    }
+
+    /// Fails when this candidate leads but has not renewed for longer than the lease duration
+    /// plus `max_tolerable_expired_lease`.
+    pub fn check(&self, max_tolerable_expired_lease: Duration) -> Result<(), CheckError> {
+        if !self.is_leader() {
+            return Ok(());
+        }
+        let last = self.shared.observed.lock().time;
+        let overdue = last.is_none_or(|last| {
+            last.elapsed() > self.shared.config.lease_duration + max_tolerable_expired_lease
+        });
+        if overdue {
+            return Err(CheckError::RenewalOverdue(self.shared.config.name.clone()));
+        }
+        Ok(())
+    }
+
+    /// Runs the election until `cancel` fires or leadership is lost: acquires the lock (trying
+    /// every retry period with jitter, and at once when the watched lock is released or the
+    /// observed lease expires), runs `on_started_leading`, renews every retry period, and on the
+    /// first renewal that does not succeed within the renew deadline cancels the leader's
+    /// token. `on_stopped_leading` runs last, always. With `release_on_cancel`, a leader that is
+    /// cancelled empties the holder so the next candidate takes over at once.
+    pub async fn run(&self, cancel: CancellationToken) {
+        let _stopped = StoppedLeading(&self.shared.callbacks);
+        if !self.acquire(&cancel).await {
+            return;
+        }
+        let leading = cancel.child_token();
+        let mut task = AbortOnDrop(tokio::spawn((self.shared.callbacks.on_started_leading)(
+            leading.clone(),
+        )));
+        self.renew(&cancel).await;
+        leading.cancel();
+        // The leader's work must stop before anyone else can hold the lock: a follower takes it
+        // no sooner than `lease_duration` after it observed the last renewal, and this candidate
+        // gave up at most `retry_period + renew_deadline` after that renewal.
+        let config = &self.shared.config;
+        let margin = config
+            .lease_duration
+            .saturating_sub(config.renew_deadline)
+            .saturating_sub(config.retry_period);
+        if timeout(margin, &mut task.0).await.is_err() {
+            tracing::warn!(
+                lock = %self.shared.lock.describe(),
+                "on_started_leading did not stop within {margin:?} of losing leadership; aborting it"
+            );
+        }
+        drop(task);
+        self.shared.lock.record_event("stopped leading");
+        if config.release_on_cancel {
+            self.release().await;
+        }
+    }
+
+    async fn acquire(&self, cancel: &CancellationToken) -> bool {
+        let lock = &self.shared.lock;
+        tracing::info!(lock = %lock.describe(), "attempting to acquire the leader lock");
+        let released = Arc::new(Notify::new());
+        let _watcher = self
+            .shared
+            .config
+            .watch_lock
+            .then(|| AbortOnDrop(tokio::spawn(self.clone().watch_lock(Arc::clone(&released)))));
+        let mut take_released = false;
+        loop {
+            let attempt = async {
+                if take_released {
+                    self.try_take_released().await
+                } else {
+                    self.try_acquire_or_renew().await
+                }
+            };
+            let acquired = tokio::select! {
+                acquired = attempt => acquired,
+                () = cancel.cancelled() => return false,
+            };
+            self.maybe_report_transition();
+            if acquired {
+                lock.record_event("became leader");
+                if let Some(metrics) = self.shared.metrics.get() {
+                    metrics.leader_on(&self.shared.config.name);
+                }
+                tracing::info!(lock = %lock.describe(), "acquired the leader lock");
+                return true;
+            }
+            let mut wake = Instant::now() + jitter(self.shared.config.retry_period, JITTER_FACTOR);
+            if let Some(expiry) = self.observed_expiry() {
+                // Try the moment the holder's lease runs out rather than up to a period later.
+                wake = wake.min(expiry.max(Instant::now()));
+            }
+            take_released = tokio::select! {
+                () = sleep_until(wake) => false,
+                () = released.notified() => true,
+                () = cancel.cancelled() => return false,
+            };
+        }
+    }
+
+    async fn renew(&self, cancel: &CancellationToken) {
+        let config = &self.shared.config;
+        loop {
+            let deadline = Instant::now() + config.renew_deadline;
+            let renewed = self.renew_before(deadline, cancel).await;
+            self.maybe_report_transition();
+            if !renewed {
+                if let Some(metrics) = self.shared.metrics.get() {
+                    metrics.leader_off(&config.name);
+                }
+                tracing::info!(lock = %self.shared.lock.describe(), "failed to renew the leader lock");
+                return;
+            }
+            tokio::select! {
+                () = sleep(config.retry_period) => {}
+                () = cancel.cancelled() => {}
+            }
+        }
+    }
+
+    /// Tries to renew every retry period until it succeeds or `deadline` passes.
+    async fn renew_before(&self, deadline: Instant, cancel: &CancellationToken) -> bool {
+        loop {
+            if cancel.is_cancelled() {
+                return false;
+            }
+            tokio::select! {
+                renewed = timeout_at(deadline, self.try_acquire_or_renew()) => match renewed {
+                    Ok(true) => return true,
+                    Ok(false) => {}
+                    Err(_) => return false,
+                },
+                () = cancel.cancelled() => return false,
+            }
+            tokio::select! {
+                () = sleep(self.shared.config.retry_period) => {}
+                () = sleep_until(deadline) => return false,
+                () = cancel.cancelled() => return false,
+            }
+        }
+    }
+
+    /// A fresh record naming this candidate, as of now.
+    fn own_record(&self) -> LeaderElectionRecord {
+        let now = self.shared.clock.now();
+        LeaderElectionRecord {
+            holder_identity: self.shared.lock.identity().to_owned(),
+            lease_duration_seconds: i32::try_from(self.shared.config.lease_duration.as_secs())
+                .unwrap_or(i32::MAX),
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            ..LeaderElectionRecord::default()
+        }
+    }
+
+    /// One round of client-go's `tryAcquireOrRenew`: `true` when this candidate holds the lock
+    /// afterwards.
+    pub(crate) async fn try_acquire_or_renew(&self) -> bool {
+        let lock = &self.shared.lock;
+        let mut record = self.own_record();
+
+        // Fast path: the leader with a valid lease writes without reading first.
+        if self.is_leader() && self.is_lease_valid(Instant::now()) {
+            let observed = self.shared.observed.lock().record.clone();
+            record.acquire_time = observed.acquire_time;
+            record.leader_transitions = observed.leader_transitions;
+            match lock.update(&record).await {
+                Ok(()) => {
+                    self.set_observed_record(record);
+                    return true;
+                }
+                Err(error) => tracing::debug!(
+                    lock = %lock.describe(), %error,
+                    "optimistic renewal failed; reading the lock"
+                ),
+            }
+        }
+
+        let (old, old_raw) = match lock.get().await {
+            Ok(read) => read,
+            Err(error) if error.is_not_found() => {
+                return match lock.create(&record).await {
+                    Ok(()) => {
+                        self.set_observed_record(record);
+                        true
+                    }
+                    Err(error) => {
+                        tracing::info!(lock = %lock.describe(), %error, "creating the lock failed");
+                        false
+                    }
+                };
+            }
+            Err(error) => {
+                tracing::info!(lock = %lock.describe(), %error, "reading the lock failed");
+                return false;
+            }
+        };
+
+        self.observe(old.clone(), old_raw);
+        if !old.holder_identity.is_empty()
+            && self.is_lease_valid(Instant::now())
+            && !self.is_leader()
+        {
+            tracing::debug!(
+                lock = %lock.describe(), holder = %old.holder_identity,
+                "the lock is held and has not expired"
+            );
+            return false;
+        }
+
+        if self.is_leader() {
+            record.acquire_time = old.acquire_time;
+            record.leader_transitions = old.leader_transitions;
+            if let Some(metrics) = self.shared.metrics.get() {
+                metrics.slowpath_exercised(&self.shared.config.name);
+            }
+        } else {
+            record.leader_transitions = old.leader_transitions.saturating_add(1);
+        }
+
+        if let Err(error) = lock.update(&record).await {
+            tracing::info!(lock = %lock.describe(), %error, "updating the lock failed");
+            return false;
+        }
+        self.set_observed_record(record);
+        true
+    }
+
+    /// Takes a lock the watch saw released, in one write conditional on the watched version.
+    async fn try_take_released(&self) -> bool {
+        let observed = self.shared.observed.lock().record.clone();
+        if !observed.holder_identity.is_empty() {
+            return self.try_acquire_or_renew().await;
+        }
+        let mut record = self.own_record();
+        record.leader_transitions = observed.leader_transitions.saturating_add(1);
+        match self.shared.lock.update(&record).await {
+            Ok(()) => {
+                self.set_observed_record(record);
+                true
+            }
+            Err(error) => {
+                tracing::debug!(lock = %self.shared.lock.describe(), %error, "taking the released lock failed");
+                false
+            }
+        }
+    }
+
+    /// client-go's `release`: writes an empty holder with a 1 s lease, retrying on conflict,
+    /// all within the renew deadline.
+    pub(crate) async fn release(&self) -> bool {
+        let deadline = Instant::now() + self.shared.config.renew_deadline;
+        match timeout_at(deadline, self.try_release()).await {
+            Ok(released) => released,
+            Err(_) => {
+                tracing::warn!(lock = %self.shared.lock.describe(), "releasing the lock timed out");
+                false
+            }
+        }
+    }
+
+    async fn try_release(&self) -> bool {
+        let lock = &self.shared.lock;
+        loop {
+            let old = match lock.get().await {
+                Ok((old, _)) => old,
+                Err(error) => {
+                    tracing::warn!(lock = %lock.describe(), %error, "reading the lock to release it failed");
+                    return false;
+                }
+            };
+            if !self.is_leader() {
+                return true;
+            }
+            let now = self.shared.clock.now();
+            let record = LeaderElectionRecord {
+                leader_transitions: old.leader_transitions,
+                lease_duration_seconds: 1,
+                renew_time: Some(now),
+                acquire_time: Some(now),
+                ..LeaderElectionRecord::default()
+            };
+            match lock.update(&record).await {
+                Ok(()) => {
+                    self.set_observed_record(record);
+                    return true;
+                }
+                Err(error) if error.is_conflict() => {
+                    tracing::debug!(lock = %lock.describe(), "conflict while releasing; retrying");
+                }
+                Err(error) => {
+                    tracing::warn!(lock = %lock.describe(), %error, "releasing the lock failed");
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Follows the lock's changes while this candidate is not leading; wakes the acquire loop
+    /// when the lock is released. Falls back to polling alone when the lock cannot be watched.
+    async fn watch_lock(self, released: Arc<Notify>) {
+        let lock = &self.shared.lock;
+        loop {
+            match lock.watch().await {
+                Ok(Some(mut records)) => {
+                    while let Some(read) = records.next().await {
+                        match read {
+                            Ok((record, raw)) => {
+                                let is_released = record.holder_identity.is_empty();
+                                self.observe(record, raw);
+                                self.maybe_report_transition();
+                                if is_released {
+                                    released.notify_one();
+                                }
+                            }
+                            Err(error) => {
+                                tracing::debug!(lock = %lock.describe(), %error, "watching the lock failed");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::debug!(lock = %lock.describe(), %error, "watching the lock failed");
+                }
+            }
+            // Do not hammer a server that ends or refuses watches; polling still runs.
+            sleep(self.shared.config.retry_period).await;
+        }
+    }
+
+    /// Takes in a record read from the lock: a record different from the last one read
+    /// restarts the lease on this candidate's clock.
+    pub(crate) fn observe(&self, record: LeaderElectionRecord, raw: Vec<u8>) {
+        let mut observed = self.shared.observed.lock();
+        if observed.raw != raw {
+            observed.record = record;
+            observed.raw = raw;
+            observed.time = Some(Instant::now());
+        }
+    }
+
+    /// Takes in a record this candidate wrote.
+    fn set_observed_record(&self, record: LeaderElectionRecord) {
+        let mut observed = self.shared.observed.lock();
+        observed.record = record;
+        observed.time = Some(Instant::now());
+    }
+
+    fn is_lease_valid(&self, now: Instant) -> bool {
+        self.lease_expiry().is_some_and(|expiry| expiry > now)
+    }
+
+    /// When the observed lease runs out on this candidate's clock.
+    fn lease_expiry(&self) -> Option<Instant> {
+        let observed = self.shared.observed.lock();
+        let seconds = u64::try_from(observed.record.lease_duration_seconds).unwrap_or(0);
+        observed
+            .time
+            .map(|time| time + Duration::from_secs(seconds))
+    }
+
+    /// When another holder's observed lease runs out, if someone else holds it.
+    fn observed_expiry(&self) -> Option<Instant> {
+        let held_by_other = {
+            let observed = self.shared.observed.lock();
+            !observed.record.holder_identity.is_empty()
+                && observed.record.holder_identity != self.shared.lock.identity()
+        };
+        if held_by_other {
+            // Just past the expiry: valid means strictly before it.
+            self.lease_expiry()
+                .map(|expiry| expiry + Duration::from_millis(1))
+        } else {
+            None
+        }
+    }
+
+    /// Calls `on_new_leader` when the observed holder differs from the last one reported.
+    pub(crate) fn maybe_report_transition(&self) {
+        let leader = {
+            let mut observed = self.shared.observed.lock();
+            if observed.record.holder_identity == observed.reported_leader {
+                return;
+            }
+            observed.reported_leader = observed.record.holder_identity.clone();
+            observed.reported_leader.clone()
+        };
+        if let Some(on_new_leader) = &self.shared.callbacks.on_new_leader {
+            on_new_leader(&leader);
+        }
+    }
+}
+
+impl<L: ResourceLock + 'static> LeaderCheck for LeaderElector<L> {
+    fn check(&self, tolerance: Duration) -> Result<(), CheckError> {
+        LeaderElector::check(self, tolerance)
+    }
+}
+
+/// Validates `config` and runs the election until `cancel` fires or leadership is lost;
+/// client-go's `RunOrDie`, except that an invalid configuration is returned rather than a panic.
+pub async fn run_or_die<L: ResourceLock + 'static>(
+    lock: L,
+    config: LeaderElectionConfig,
+    callbacks: LeaderCallbacks,
+    cancel: CancellationToken,
+) -> Result<(), ConfigError> {
+    LeaderElector::new(lock, config, callbacks)?
+        .run(cancel)
+        .await;
+    Ok(())
+}
