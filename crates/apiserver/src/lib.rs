@@ -1,15 +1,19 @@
 //! An embedded, protocol-faithful Kubernetes API server.
 //!
-//! It serves kube-apiserver's REST and watch protocol over HTTP/1.1 on loopback, from an
-//! in-process store, so that controllers run and are tested without a cluster:
+//! It serves kube-apiserver's REST and watch protocol over HTTP/1.1 on loopback (or, without a
+//! socket, as an in-process `tower` service), from an in-process store, so that controllers run
+//! and are tested without a cluster:
 //!
 //! - [`resource`] and [`registry`]: what is served;
 //! - [`storage`]: objects with kube-apiserver's resourceVersion, write and watch semantics;
 //! - [`rest`]: the URLs, verbs, selectors, pages, watch streams, discovery and `Status` errors;
 //! - [`server`]: binding and running it;
+//! - [`in_process`]: calling it without a socket, as a `tower` service;
 //! - [`faults`]: the fault hooks reliability tests drive.
 
 pub mod faults;
+pub mod in_process;
+mod link;
 pub mod patch;
 pub mod registry;
 pub mod resource;
@@ -18,4 +22,5 @@ pub mod selector;
 pub mod server;
 pub mod storage;
 
+pub use self::in_process::InProcessService;
 pub use self::server::{ApiServer, ApiServerConfig, ServerError};

@@ -8,10 +8,13 @@ use axum::Router;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
 
 use crate::faults::Faults;
+use crate::in_process::InProcessService;
+use crate::link::Link;
 use crate::registry::Registry;
 use crate::rest::{App, RestConfig, handle};
 use crate::storage::{Store, StoreConfig};
@@ -51,15 +54,6 @@ impl Default for ApiServerConfig {
     }
 }
 
-/// What the listener task is told to do.
-enum Command {
-    /// Drop the listener and every connection, refuse connections for a while, listen again on
-    /// the same address.
-    Partition(Duration),
-    /// Drop everything and end.
-    Stop,
-}
-
 /// A running API server; dropping it stops it.
 ///
 /// ```
@@ -74,7 +68,10 @@ enum Command {
 pub struct ApiServer {
     app: Arc<App>,
     address: SocketAddr,
-    commands: mpsc::UnboundedSender<Command>,
+    router: Router,
+    /// Partitions, restarts and shutdown, watched by the listener task and every
+    /// [`InProcessService`].
+    link: watch::Sender<Link>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -97,13 +94,14 @@ impl ApiServer {
             faults: Faults::default(),
         });
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));
-        tokio::spawn(cluster_controllers(Arc::downgrade(&app)));
-        let (commands, received) = mpsc::unbounded_channel();
-        let task = tokio::spawn(serve(listener, address, router, received));
+        let link = watch::Sender::new(Link::up());
+        tokio::spawn(cluster_controllers(Arc::downgrade(&app), link.subscribe()));
+        let task = tokio::spawn(serve(listener, address, router.clone(), link.subscribe()));
         Ok(Self {
             app,
             address,
-            commands,
+            router,
+            link,
             task: Some(task),
         })
     }
@@ -128,21 +126,54 @@ impl ApiServer {
         &self.app.faults
     }
 
-    /// A network partition: every open connection is dropped and new ones are refused for
-    /// `duration`, then the server listens again on the same address with its state intact.
-    pub fn partition(&self, duration: Duration) {
-        let _ = self.commands.send(Command::Partition(duration));
+    /// The server as an in-process [`tower_service::Service`], for clients that should not go
+    /// through a socket: every handler, fault hook and watch stream behaves as over TCP, and a
+    /// test on Tokio's paused clock keeps its clock still during plain requests (over TCP the
+    /// paused clock jumps ahead whenever every task waits on I/O). Partitions, restarts and
+    /// shutdown reach it as they reach TCP clients; see [`InProcessService`].
+    ///
+    /// With kube-client, `kube::Client::new(server.service(), "default")`:
+    ///
+    /// ```
+    /// use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::api::{Api, ObjectMeta, PostParams};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    /// let client = kube::Client::new(server.service(), "default");
+    /// let configmaps: Api<ConfigMap> = Api::default_namespaced(client);
+    ///
+    /// let start = tokio::time::Instant::now();
+    /// let mut configmap = ConfigMap::default();
+    /// configmap.metadata.name = Some("settings".to_string());
+    /// configmaps.create(&PostParams::default(), &configmap).await.unwrap();
+    /// assert!(configmaps.get("settings").await.is_ok());
+    /// assert_eq!(tokio::time::Instant::now(), start);
+    /// # }
+    /// ```
+    pub fn service(&self) -> InProcessService {
+        InProcessService::new(self.router.clone(), self.link.subscribe())
     }
 
-    /// Restarts the listener: every open connection is dropped, and the server accepts again
-    /// at once.
+    /// A network partition: every open connection (and in-process call and response body) is
+    /// dropped and new ones are refused for `duration`, then the server listens again on the
+    /// same address with its state intact. A partition that begins while another is under way
+    /// drops everything again and lasts until the later of the two ends.
+    pub fn partition(&self, duration: Duration) {
+        self.link.send_modify(|link| link.partition(duration));
+    }
+
+    /// Restarts the listener: every open connection (and in-process call and response body) is
+    /// dropped, and the server accepts again at once.
     pub fn restart_listener(&self) {
         self.partition(Duration::ZERO);
     }
 
-    /// Stops serving: the listener and every connection are dropped.
+    /// Stops serving: the listener and every connection are dropped, and in-process calls are
+    /// refused.
     pub async fn shutdown(mut self) {
-        let _ = self.commands.send(Command::Stop);
+        self.link.send_modify(Link::stop);
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
@@ -154,7 +185,7 @@ async fn serve(
     listener: TcpListener,
     address: SocketAddr,
     router: Router,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    mut link: watch::Receiver<Link>,
 ) {
     let mut listener = Some(listener);
     let mut connections = JoinSet::new();
@@ -186,17 +217,35 @@ async fn serve(
                 }
             },
             Some(()) = reap(&mut connections) => {}
-            command = commands.recv() => match command {
-                Some(Command::Partition(pause)) => {
-                    drop(listener.take());
-                    connections.abort_all();
-                    tokio::time::sleep(pause).await;
-                    listener = rebind(address).await;
-                }
-                Some(Command::Stop) | None => {
-                    connections.abort_all();
+            changed = link.changed() => {
+                // A partition or a restart (the only other changes) drops the listener and every
+                // connection; so does a stop, for good.
+                drop(listener.take());
+                connections.abort_all();
+                if changed.is_err() || !wait_while_down(&mut link).await {
                     return;
                 }
+                listener = rebind(address).await;
+            }
+        }
+    }
+}
+
+/// Waits until the link is up again, following partitions that extend it; false if the server
+/// stops meanwhile.
+async fn wait_while_down(link: &mut watch::Receiver<Link>) -> bool {
+    loop {
+        let state = *link.borrow_and_update();
+        if state.stopped {
+            return false;
+        }
+        let Some(until) = state.down_until.filter(|until| Instant::now() < *until) else {
+            return true;
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => {}
+            changed = link.changed() => if changed.is_err() {
+                return false;
             },
         }
     }
@@ -204,12 +253,16 @@ async fn serve(
 
 /// The controllers that run beside kube-apiserver in a cluster, which envtest lacks: the
 /// namespace controller (empties each namespace being deleted, then lets it go) and the garbage
-/// collector (dependents go with their owners). Runs until the server is gone.
-async fn cluster_controllers(app: std::sync::Weak<App>) {
+/// collector (dependents go with their owners). Runs until the server stops or is gone (an
+/// [`InProcessService`] that outlives the server keeps the state alive, not the controllers).
+async fn cluster_controllers(app: std::sync::Weak<App>, mut link: watch::Receiver<Link>) {
     let mut ticks = tokio::time::interval(Duration::from_millis(50));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = link.wait_for(|link| link.stopped) => return,
+        }
         let Some(app) = app.upgrade() else {
             return;
         };
@@ -247,6 +300,7 @@ async fn rebind(address: SocketAddr) -> Option<TcpListener> {
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
+        self.link.send_modify(Link::stop);
         if let Some(task) = self.task.take() {
             task.abort();
         }
