@@ -314,10 +314,13 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
     /// afterwards.
     pub(crate) async fn try_acquire_or_renew(&self) -> bool {
         let lock = &self.shared.lock;
+        // The lease is judged at the start of the round, as client-go does: a record that
+        // changed while it was being read counts as held for this round, whatever its lease.
+        let now = Instant::now();
         let mut record = self.own_record();
 
         // Fast path: the leader with a valid lease writes without reading first.
-        if self.is_leader() && self.is_lease_valid(Instant::now()) {
+        if self.is_leader() && self.is_lease_valid(now) {
             let observed = self.shared.observed.lock().record.clone();
             record.acquire_time = observed.acquire_time;
             record.leader_transitions = observed.leader_transitions;
@@ -354,10 +357,7 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
         };
 
         self.observe(old.clone(), old_raw);
-        if !old.holder_identity.is_empty()
-            && self.is_lease_valid(Instant::now())
-            && !self.is_leader()
-        {
+        if !old.holder_identity.is_empty() && self.is_lease_valid(now) && !self.is_leader() {
             tracing::debug!(
                 lock = %lock.describe(), holder = %old.holder_identity,
                 "the lock is held and has not expired"
@@ -569,3 +569,6 @@ pub async fn run_or_die<L: ResourceLock + 'static>(
         .await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

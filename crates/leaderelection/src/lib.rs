@@ -18,6 +18,8 @@ mod healthz;
 mod metrics;
 mod record;
 pub mod resource_lock;
+#[cfg(test)]
+mod test_support;
 
 pub use callbacks::LeaderCallbacks;
 pub use config::{ConfigError, JITTER_FACTOR, LeaderElectionConfig};
