@@ -64,18 +64,17 @@ fn candidate(
     };
     let me = id.to_owned();
     let at = move || format!("{:>6.1}s", started.elapsed().as_secs_f64());
-    let (at_start, at_stop, at_new) = (at.clone(), at.clone(), at);
     let (me_start, me_stop) = (me.clone(), me.clone());
     let callbacks = LeaderCallbacks::new(
         move |leading: CancellationToken| {
-            let (me, at) = (me_start.clone(), at_start.clone());
+            let me = me_start.clone();
             async move {
                 println!("{} {me}: I lead now", at());
                 leading.cancelled().await;
                 println!("{} {me}: my leadership ended", at());
             }
         },
-        move || println!("{} {me_stop}: stopped", at_stop()),
+        move || println!("{} {me_stop}: stopped", at()),
     )
     .on_new_leader(move |leader| {
         let leader = if leader.is_empty() {
@@ -83,7 +82,7 @@ fn candidate(
         } else {
             leader
         };
-        println!("{} {me}: the leader is {leader}", at_new());
+        println!("{} {me}: the leader is {leader}", at());
     });
     Ok(LeaderElector::new(lock, config, callbacks)?)
 }

@@ -243,9 +243,14 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
                 return true;
             }
             let mut wake = Instant::now() + jitter(self.shared.config.retry_period, JITTER_FACTOR);
-            if let Some(expiry) = self.observed_expiry() {
-                // Try the moment the holder's lease runs out rather than up to a period later.
-                wake = wake.min(expiry.max(Instant::now()));
+            if let Some(expiry) = self
+                .observed_expiry()
+                .filter(|expiry| *expiry > Instant::now())
+            {
+                // Try the moment the holder's lease runs out rather than up to a period later
+                // (a lease that has already run out and still could not be taken waits a
+                // period, like any failed attempt).
+                wake = wake.min(expiry);
             }
             take_released = tokio::select! {
                 () = sleep_until(wake) => false,
@@ -426,7 +431,10 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
                     return false;
                 }
             };
-            if !self.is_leader() {
+            // The record just read decides, not the last one observed: a leader that lost its
+            // lock (a renewal that failed or came too late) must not empty a lock that someone
+            // else has taken since. client-go checks its observed record here.
+            if !self.is_leader() || old.holder_identity != lock.identity() {
                 return true;
             }
             let now = self.shared.clock.now();
