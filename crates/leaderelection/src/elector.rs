@@ -1,5 +1,6 @@
 //! The elector: acquire the lock, renew it, give it up; client-go's `LeaderElector`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -93,6 +94,17 @@ impl Drop for StoppedLeading<'_> {
     fn drop(&mut self) {
         (self.0.on_stopped_leading)();
     }
+}
+
+/// What a follower's watch tells its acquire loop.
+#[derive(Default)]
+struct Following {
+    /// The lock was seen released: take it now.
+    released: Notify,
+    /// The observation changed, or the watch broke: work out again when to try.
+    changed: Notify,
+    /// The watch is open and has delivered the lock's state.
+    healthy: AtomicBool,
 }
 
 /// Aborts a background task when dropped.
@@ -214,12 +226,12 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
     async fn acquire(&self, cancel: &CancellationToken) -> bool {
         let lock = &self.shared.lock;
         tracing::info!(lock = %lock.describe(), "attempting to acquire the leader lock");
-        let released = Arc::new(Notify::new());
-        let _watcher = self
-            .shared
-            .config
-            .watch_lock
-            .then(|| AbortOnDrop(tokio::spawn(self.clone().watch_lock(Arc::clone(&released)))));
+        let following = Arc::new(Following::default());
+        let _watcher = self.shared.config.watch_lock.then(|| {
+            AbortOnDrop(tokio::spawn(
+                self.clone().watch_lock(Arc::clone(&following)),
+            ))
+        });
         let mut take_released = false;
         loop {
             let attempt = async {
@@ -242,20 +254,27 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
                 tracing::info!(lock = %lock.describe(), "acquired the leader lock");
                 return true;
             }
-            let mut wake = Instant::now() + jitter(self.shared.config.retry_period, JITTER_FACTOR);
-            if let Some(expiry) = self
-                .observed_expiry()
-                .filter(|expiry| *expiry > Instant::now())
-            {
-                // Try the moment the holder's lease runs out rather than up to a period later
-                // (a lease that has already run out and still could not be taken waits a
-                // period, like any failed attempt).
-                wake = wake.min(expiry);
-            }
-            take_released = tokio::select! {
-                () = sleep_until(wake) => false,
-                () = released.notified() => true,
-                () = cancel.cancelled() => return false,
+            let jittered = Instant::now() + jitter(self.shared.config.retry_period, JITTER_FACTOR);
+            take_released = loop {
+                // A lease that has already run out and still could not be taken waits a
+                // period, like any failed attempt.
+                let expiry = self
+                    .observed_expiry()
+                    .filter(|expiry| *expiry > Instant::now());
+                let wake = match expiry {
+                    // A healthy watch shows every renewal and release as it happens: nothing
+                    // to poll for until the observed lease runs out.
+                    Some(expiry) if following.healthy.load(Ordering::Acquire) => expiry,
+                    // Polling: try every period, and the moment the lease runs out.
+                    Some(expiry) => jittered.min(expiry),
+                    None => jittered,
+                };
+                tokio::select! {
+                    () = sleep_until(wake) => break false,
+                    () = following.released.notified() => break true,
+                    () = following.changed.notified() => {}
+                    () = cancel.cancelled() => return false,
+                }
             };
         }
     }
@@ -463,7 +482,7 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
 
     /// Follows the lock's changes while this candidate is not leading; wakes the acquire loop
     /// when the lock is released. Falls back to polling alone when the lock cannot be watched.
-    async fn watch_lock(self, released: Arc<Notify>) {
+    async fn watch_lock(self, following: Arc<Following>) {
         let lock = &self.shared.lock;
         loop {
             match lock.watch().await {
@@ -473,9 +492,12 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
                             Ok((record, raw)) => {
                                 let is_released = record.holder_identity.is_empty();
                                 self.observe(record, raw);
+                                following.healthy.store(true, Ordering::Release);
                                 self.maybe_report_transition();
                                 if is_released {
-                                    released.notify_one();
+                                    following.released.notify_one();
+                                } else {
+                                    following.changed.notify_one();
                                 }
                             }
                             Err(error) => {
@@ -490,7 +512,9 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
                     tracing::debug!(lock = %lock.describe(), %error, "watching the lock failed");
                 }
             }
-            // Do not hammer a server that ends or refuses watches; polling still runs.
+            following.healthy.store(false, Ordering::Release);
+            following.changed.notify_one();
+            // Do not hammer a server that ends or refuses watches; polling runs meanwhile.
             sleep(self.shared.config.retry_period).await;
         }
     }

@@ -165,6 +165,7 @@ struct Figures {
     partitions_all: u32,
     leaders_started: u32,
     double_leader_instants: u32,
+    requests_per_candidate_second: f64,
 }
 
 impl Simulation {
@@ -415,6 +416,7 @@ impl Simulation {
     }
 
     async fn run(mut self, seed: u64, rounds: usize) -> Figures {
+        let started = Instant::now();
         for index in 0..self.candidates.len() {
             self.start(index);
         }
@@ -432,6 +434,13 @@ impl Simulation {
                 run.await.unwrap();
             }
         }
+        let requests: u64 = self
+            .candidates
+            .iter()
+            .map(|candidate| candidate.link.requests.lock().total)
+            .sum();
+        self.figures.requests_per_candidate_second =
+            requests as f64 / started.elapsed().as_secs_f64() / self.candidates.len() as f64;
         self.figures.leaders_started = *self.world.leaders_started.lock();
         self.figures.double_leader_instants = *self.world.double_leader_instants.lock();
         self.figures
@@ -460,7 +469,7 @@ fn summary(label: &str, figures: &Figures) {
     eprintln!(
         "{label}: crashes {} (takeover mean {:?}, max {:?}), releases {} (mean {:?}, max {:?}), \
          API-error rounds {}, slow rounds {}, one cut off {}, all cut off {}; \
-         terms of leadership {}, instants with two leaders {}",
+         terms of leadership {}, instants with two leaders {}, requests per candidate-second {:.2}",
         figures.crashes.len(),
         mean(&figures.crashes),
         max(&figures.crashes),
@@ -473,6 +482,7 @@ fn summary(label: &str, figures: &Figures) {
         figures.partitions_all,
         figures.leaders_started,
         figures.double_leader_instants,
+        figures.requests_per_candidate_second,
     );
 }
 
