@@ -64,7 +64,18 @@ impl<P: ResourceLock, S: ResourceLock> ResourceLock for MultiLock<P, S> {
     async fn create(&self, record: &LeaderElectionRecord) -> Result<(), LockError> {
         match self.primary.create(record).await {
             Ok(()) => {}
-            Err(LockError::AlreadyExists(_)) => {}
+            // An existing primary is this candidate's own when only its secondary is missing
+            // (the one case `get` reports as not found with a primary), and the secondary is
+            // created below. Anyone else's means another candidate created the pair first: the
+            // round is lost, even if this candidate's secondary would be created before theirs
+            // (client-go goes on, and then leads with a primary that names someone else, until
+            // its renew deadline).
+            Err(LockError::AlreadyExists(lock)) => {
+                let (primary, _) = self.primary.get().await?;
+                if primary.holder_identity != self.identity() {
+                    return Err(LockError::AlreadyExists(lock));
+                }
+            }
             Err(err) => return Err(err),
         }
         self.secondary.create(record).await
