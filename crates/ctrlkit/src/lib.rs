@@ -5,5 +5,6 @@
 
 pub use ctrlkit_apiserver as apiserver;
 pub use ctrlkit_cache as cache;
+pub use ctrlkit_controller as controller;
 pub use ctrlkit_leaderelection as leaderelection;
 pub use ctrlkit_workqueue as workqueue;

@@ -1,0 +1,148 @@
+//! The controller's HTTP endpoint: `/metrics`, `/healthz` and `/readyz`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use ctrlkit_leaderelection::HealthzAdaptor;
+use parking_lot::Mutex;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Why the endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    /// Binding the address failed.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address asked for.
+        address: SocketAddr,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the endpoint reports: the metrics registry, liveness and readiness.
+///
+/// Cloning shares it: the controller marks it ready once its caches have synced, the leader
+/// election's [`HealthzAdaptor`] makes `/healthz` fail when a leader is stuck.
+#[derive(Clone, Default)]
+pub struct Health {
+    registry: Arc<Mutex<Registry>>,
+    ready: Arc<AtomicBool>,
+    leader: HealthzAdaptor,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Health")
+            .field("ready", &self.is_ready())
+            .field("leader", &self.leader)
+            .finish()
+    }
+}
+
+impl Health {
+    /// Reports `registry` on `/metrics` and `leader` on `/healthz`.
+    pub fn new(registry: Registry, leader: HealthzAdaptor) -> Self {
+        Self {
+            registry: Arc::new(Mutex::new(registry)),
+            ready: Arc::default(),
+            leader,
+        }
+    }
+
+    /// The registry, to register more metrics.
+    pub fn registry(&self) -> &Arc<Mutex<Registry>> {
+        &self.registry
+    }
+
+    /// The leader election check.
+    pub fn leader(&self) -> &HealthzAdaptor {
+        &self.leader
+    }
+
+    /// Marks the controller ready (its caches have synced) or not.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Whether `/readyz` passes.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The metrics in Prometheus' text format.
+    pub fn metrics_text(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry.lock());
+        text
+    }
+
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `address` until `cancel` fires; returns the
+    /// address bound (port 0 picks one).
+    pub async fn serve(
+        &self,
+        address: SocketAddr,
+        cancel: CancellationToken,
+    ) -> Result<SocketAddr, EndpointError> {
+        let bind_error = |source| EndpointError::Bind { address, source };
+        let listener = TcpListener::bind(address).await.map_err(bind_error)?;
+        let bound = listener.local_addr().map_err(bind_error)?;
+        let router = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state(self.clone());
+        tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { cancel.cancelled().await })
+                .await;
+            if let Err(error) = served {
+                tracing::warn!(%error, "the controller's endpoint stopped");
+            }
+        });
+        Ok(bound)
+    }
+}
+
+async fn metrics(
+    State(health): State<Health>,
+) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+    (
+        StatusCode::OK,
+        [(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        health.metrics_text(),
+    )
+}
+
+async fn healthz(State(health): State<Health>) -> (StatusCode, String) {
+    match health.leader.check() {
+        Ok(()) => (StatusCode::OK, "ok".into()),
+        Err(error) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("[-]{} failed: {error}", health.leader.name()),
+        ),
+    }
+}
+
+async fn readyz(State(health): State<Health>) -> (StatusCode, String) {
+    if health.is_ready() {
+        (StatusCode::OK, "ok".into())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "[-]informers not synced".into(),
+        )
+    }
+}
