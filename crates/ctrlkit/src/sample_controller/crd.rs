@@ -1,0 +1,175 @@
+//! The CustomResourceDefinition that makes the API server serve [`Foo`]s, and installing it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
+    CustomResourceDefinitionVersion, CustomResourceSubresourceStatus, CustomResourceSubresources,
+    CustomResourceValidation, JSONSchemaProps,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource};
+use tokio::time::Instant;
+
+use super::Foo;
+
+/// Why [`install_crd`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The API server refused a request.
+    #[error("installing the Foo CRD: {0}")]
+    Api(#[from] kube::Error),
+    /// The CRD exists but was not established in time.
+    #[error("the Foo CRD was not established within {0:?}")]
+    NotEstablished(Duration),
+}
+
+/// An object schema with `properties`.
+fn object(
+    properties: impl IntoIterator<Item = (&'static str, JSONSchemaProps)>,
+) -> JSONSchemaProps {
+    JSONSchemaProps {
+        type_: Some("object".into()),
+        properties: Some(
+            properties
+                .into_iter()
+                .map(|(name, schema)| (name.to_owned(), schema))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..JSONSchemaProps::default()
+    }
+}
+
+fn typed(type_: &str, description: &str) -> JSONSchemaProps {
+    JSONSchemaProps {
+        type_: Some(type_.into()),
+        description: Some(description.into()),
+        ..JSONSchemaProps::default()
+    }
+}
+
+/// The CustomResourceDefinition `foos.samplecontroller.k8s.io`: namespaced, one served and
+/// stored version `v1alpha1` whose schema describes [`FooSpec`](super::FooSpec) and
+/// [`FooStatus`](super::FooStatus) (1 to 10 replicas), with the status subresource enabled so
+/// that spec and status are written apart.
+pub fn foo_crd() -> CustomResourceDefinition {
+    let replicas = JSONSchemaProps {
+        minimum: Some(1.0),
+        maximum: Some(10.0),
+        ..typed("integer", "How many replicas the Deployment should run.")
+    };
+    let spec = object([
+        (
+            "deploymentName",
+            typed("string", "The name of the Deployment the Foo owns."),
+        ),
+        ("replicas", replicas),
+    ]);
+    let status = object([(
+        "availableReplicas",
+        typed("integer", "The Deployment's available replicas."),
+    )]);
+    let (group, plural) = (Foo::group(&()), Foo::plural(&()));
+    CustomResourceDefinition {
+        metadata: ObjectMeta {
+            name: Some(format!("{plural}.{group}")),
+            ..ObjectMeta::default()
+        },
+        spec: CustomResourceDefinitionSpec {
+            group: group.into_owned(),
+            names: CustomResourceDefinitionNames {
+                kind: Foo::kind(&()).into_owned(),
+                list_kind: Some("FooList".into()),
+                plural: plural.into_owned(),
+                singular: Some("foo".into()),
+                ..CustomResourceDefinitionNames::default()
+            },
+            scope: "Namespaced".into(),
+            versions: vec![CustomResourceDefinitionVersion {
+                name: Foo::version(&()).into_owned(),
+                served: true,
+                storage: true,
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(object([("spec", spec), ("status", status)])),
+                }),
+                subresources: Some(CustomResourceSubresources {
+                    status: Some(CustomResourceSubresourceStatus(serde_json::json!({}))),
+                    scale: None,
+                }),
+                ..CustomResourceDefinitionVersion::default()
+            }],
+            ..CustomResourceDefinitionSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// Whether the API server reports `crd` as established (its resource is served).
+pub fn is_established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Established" && condition.status == "True")
+        })
+}
+
+/// Creates [`foo_crd`] (an existing one is kept as it is) and waits up to `timeout` until it is
+/// established, polling every 100 ms.
+pub async fn install_crd(client: Client, timeout: Duration) -> Result<(), InstallError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let crd = foo_crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+        Err(error) => return Err(error.into()),
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        if is_established(&crds.get(&name).await?) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(InstallError::NotEstablished(timeout));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_crd_serves_foos_with_a_status_subresource() {
+        let crd = serde_json::to_value(foo_crd()).unwrap();
+        assert_eq!(crd["metadata"]["name"], "foos.samplecontroller.k8s.io");
+        let spec = &crd["spec"];
+        assert_eq!(spec["group"], "samplecontroller.k8s.io");
+        assert_eq!(spec["scope"], "Namespaced");
+        assert_eq!(spec["names"]["kind"], "Foo");
+        assert_eq!(spec["names"]["plural"], "foos");
+        let version = &spec["versions"][0];
+        assert_eq!(version["name"], "v1alpha1");
+        assert_eq!(version["subresources"], json!({"status": {}}));
+        let schema = &version["schema"]["openAPIV3Schema"]["properties"];
+        assert_eq!(
+            schema["spec"]["properties"]["deploymentName"]["type"],
+            "string"
+        );
+        assert_eq!(schema["spec"]["properties"]["replicas"]["minimum"], 1.0);
+        assert_eq!(
+            schema["status"]["properties"]["availableReplicas"]["type"],
+            "integer"
+        );
+        assert!(!is_established(&foo_crd()));
+    }
+}
