@@ -13,7 +13,10 @@ use ctrlkit_cache::{
 use ctrlkit_leaderelection::{
     ConfigError, LeaderCallbacks, LeaderElectionConfig, LeaderElector, ResourceLock,
 };
-use ctrlkit_workqueue::{AddOpts, LOW_PRIORITY, PriorityQueue, RateLimiter};
+use ctrlkit_workqueue::{
+    AddOpts, LOW_PRIORITY, MetricsConfig, PriorityQueue, PriorityQueueBuilder,
+    PrometheusMetricsProvider, RateLimiter,
+};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::Resource;
@@ -43,6 +46,7 @@ pub type DeadLetter = Arc<dyn Fn(&str, &ReconcileError) + Send + Sync>;
 
 type Registration = Box<dyn FnOnce(&PriorityQueue<String>) -> Result<(), InformerError> + Send>;
 type Synced = Box<dyn Fn() -> bool + Send + Sync>;
+type QueueBuilder = PriorityQueueBuilder<String>;
 type Elect = Box<
     dyn FnOnce(
             LeaderCallbacks,
@@ -91,10 +95,11 @@ pub struct Controller<K: Clone> {
     workers: usize,
     reconcile_timeout: Option<Duration>,
     give_up: Option<(usize, DeadLetter)>,
-    rate_limiter: Option<Box<dyn FnOnce() -> PriorityQueue<String> + Send>>,
+    rate_limiter: Option<Box<dyn FnOnce(QueueBuilder) -> QueueBuilder + Send>>,
     elect: Option<Elect>,
     health: Health,
     metrics: ControllerMetrics,
+    queue_metrics: Option<Arc<PrometheusMetricsProvider>>,
 }
 
 impl<K: Clone> Debug for Controller<K> {
@@ -171,6 +176,7 @@ where
             elect: None,
             health: Health::default(),
             metrics: ControllerMetrics::default(),
+            queue_metrics: None,
         }
     }
 
@@ -258,15 +264,21 @@ where
     /// Uses `limiter` instead of client-go's default (per-key exponential 5 ms … 1000 s, and an
     /// overall 10 qps bucket of 100).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<String> + 'static) -> Self {
-        self.rate_limiter = Some(Box::new(move || {
-            PriorityQueue::builder().rate_limiter(limiter).build()
+        self.rate_limiter = Some(Box::new(move |builder: QueueBuilder| {
+            builder.rate_limiter(limiter)
         }));
         self
     }
 
-    /// Reports metrics and health through `health` (see [`Health::serve`]).
+    /// Reports metrics and health through `health` (see [`Health::serve`]): the reconcile
+    /// metrics, the work queue's (client-go's `workqueue_*` names, labelled with the
+    /// controller's name) and, with leader election, the election's.
     pub fn health(mut self, health: Health) -> Self {
-        self.metrics = ControllerMetrics::new(&mut health.registry().lock());
+        {
+            let mut registry = health.registry().lock();
+            self.metrics = ControllerMetrics::new(&mut registry);
+            self.queue_metrics = Some(Arc::new(PrometheusMetricsProvider::new(&mut registry)));
+        }
         self.health = health;
         self
     }
@@ -305,10 +317,14 @@ where
         reconciler: R,
         cancel: CancellationToken,
     ) -> Result<(), ControllerError> {
-        let queue = match self.rate_limiter {
-            Some(build) => build(),
-            None => PriorityQueue::builder().build(),
-        };
+        let mut builder = PriorityQueue::builder();
+        if let Some(provider) = self.queue_metrics {
+            builder = builder.metrics(MetricsConfig::new(self.name.clone(), provider));
+        }
+        if let Some(limit) = self.rate_limiter {
+            builder = limit(builder);
+        }
+        let queue = builder.build();
         for registration in self.registrations {
             registration(&queue)?;
         }

@@ -264,6 +264,9 @@ async fn success_forgets_and_errors_back_off_exponentially() {
         Some(0.0)
     );
     assert!(text.contains("controller_runtime_reconcile_time_seconds_bucket"));
+    // The work queue's metrics, under client-go's names, labelled with the controller's name.
+    assert!(metric(&text, r#"workqueue_adds_total{name="test"}"#).is_some_and(|adds| adds >= 6.0));
+    assert_eq!(metric(&text, r#"workqueue_depth{name="test"}"#), Some(0.0));
     running.cancel.cancel();
     running.run.await.unwrap();
 }
