@@ -9,8 +9,10 @@
 //! - [`rest`]: the URLs, verbs, selectors, pages, watch streams, discovery and `Status` errors;
 //! - [`server`]: binding and running it;
 //! - [`in_process`]: calling it without a socket, as a `tower` service;
+//! - [`auth`]: the optional bearer token every request must then carry;
 //! - [`faults`]: the fault hooks reliability tests drive.
 
+pub mod auth;
 pub mod faults;
 pub mod in_process;
 mod link;
@@ -22,5 +24,6 @@ pub mod selector;
 pub mod server;
 pub mod storage;
 
+pub use self::auth::BearerToken;
 pub use self::in_process::InProcessService;
 pub use self::server::{ApiServer, ApiServerConfig, ServerError};

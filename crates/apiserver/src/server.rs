@@ -40,7 +40,7 @@ pub struct ApiServerConfig {
     pub address: SocketAddr,
     /// The store's history and watch buffers.
     pub store: StoreConfig,
-    /// The REST layer's limits and timers.
+    /// The REST layer's limits, timers and bearer token.
     pub rest: RestConfig,
 }
 
@@ -130,7 +130,8 @@ impl ApiServer {
     /// through a socket: every handler, fault hook and watch stream behaves as over TCP, and a
     /// test on Tokio's paused clock keeps its clock still during plain requests (over TCP the
     /// paused clock jumps ahead whenever every task waits on I/O). Partitions, restarts and
-    /// shutdown reach it as they reach TCP clients; see [`InProcessService`].
+    /// shutdown reach it as they reach TCP clients; see [`InProcessService`]. With a token
+    /// ([`RestConfig::token`]) in-process calls must carry it as TCP ones do.
     ///
     /// With kube-client, `kube::Client::new(server.service(), "default")`:
     ///

@@ -1,15 +1,17 @@
 //! The `ctrlkit` command: `ctrlkit demo` runs the sample-controller with leader election through
 //! a workload and checks the result; `ctrlkit apiserver` serves the embedded Kubernetes API
-//! server until stopped, and writes a kubeconfig that kubectl and kube-client accept.
+//! server until stopped, and writes a kubeconfig that kubectl and kube-client accept. With
+//! `--token` or `--token-file` every request must carry that bearer token, and the kubeconfig
+//! (written readable by its owner only) carries it.
 
 mod demo;
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig, BearerToken};
 
 /// Kubernetes controller machinery in Rust.
 #[derive(Parser, Debug)]
@@ -43,7 +45,8 @@ enum Command {
     },
     /// Serve the embedded Kubernetes API server until stopped (Ctrl-C).
     Apiserver {
-        /// The address to listen on.
+        /// The address to listen on. Anything but loopback without a token lets anyone who
+        /// reaches it read and write everything (a warning says so).
         #[arg(long, default_value = "127.0.0.1")]
         bind: IpAddr,
         /// The port to listen on; 0 picks a free one.
@@ -56,27 +59,120 @@ enum Command {
         /// only, since anyone who reaches it can break the server.
         #[arg(long)]
         admin: bool,
+        /// Require this bearer token on every request, health endpoints included (others get
+        /// 401 Unauthorized). It shows in `ps`: prefer --token-file. kube-client sends it over
+        /// this plain-HTTP server; kubectl does not (client-go sends credentials only over HTTPS).
+        #[arg(long, value_name = "TOKEN", conflicts_with = "token_file", value_parser = TokenParser)]
+        token: Option<BearerToken>,
+        /// As --token, with the token read from this file (surrounding whitespace trimmed).
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
     },
 }
 
-/// A kubeconfig with one cluster, user and context for the server at `url`.
-fn kubeconfig(url: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: ctrlkit\n  cluster:\n    server: {url}\nusers:\n- name: ctrlkit\n  user: {{}}\ncontexts:\n- name: ctrlkit\n  context:\n    cluster: ctrlkit\n    user: ctrlkit\n    namespace: default\ncurrent-context: ctrlkit\n"
-    )
+/// Parses `--token` into a [`BearerToken`] with an error that, unlike clap's own for a value that
+/// does not parse, does not repeat the value.
+#[derive(Debug, Clone, Copy)]
+struct TokenParser;
+
+impl clap::builder::TypedValueParser for TokenParser {
+    type Value = BearerToken;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        _: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<BearerToken, clap::Error> {
+        let token = value
+            .to_str()
+            .ok_or(ctrlkit_apiserver::auth::TokenError::Invalid)
+            .and_then(BearerToken::new);
+        token.map_err(|error| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for '--token <TOKEN>': {error}\n"),
+            )
+            .with_cmd(command)
+        })
+    }
 }
 
-async fn apiserver(
+/// What `ctrlkit apiserver` was asked for.
+#[derive(Debug)]
+struct ApiserverOptions {
     bind: IpAddr,
     port: u16,
     kubeconfig_out: Option<PathBuf>,
     admin: bool,
-) -> ExitCode {
+    token: Option<BearerToken>,
+}
+
+/// The token of `--token-file`: the file's contents, trimmed. Errors name the file, never what
+/// it holds.
+fn read_token_file(path: &Path) -> Result<BearerToken, String> {
+    let contents = std::fs::read_to_string(path)
+        .map_err(|error| format!("cannot read the token file {}: {error}", path.display()))?;
+    BearerToken::new(contents.trim())
+        .map_err(|error| format!("the token file {}: {error}", path.display()))
+}
+
+/// A kubeconfig with one cluster, user and context for the server at `url`, whose user presents
+/// `token` if there is one. The URL and the token are written as JSON strings, which YAML reads
+/// as double-quoted scalars whatever they hold.
+fn kubeconfig(url: &str, token: Option<&BearerToken>) -> String {
+    let quote = |text: &str| serde_json::Value::from(text).to_string();
+    let user = match token {
+        Some(token) => format!("\n    token: {}", quote(token.expose())),
+        None => " {}".to_string(),
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: ctrlkit\n  cluster:\n    server: {}\nusers:\n- name: ctrlkit\n  user:{user}\ncontexts:\n- name: ctrlkit\n  context:\n    cluster: ctrlkit\n    user: ctrlkit\n    namespace: default\ncurrent-context: ctrlkit\n",
+        quote(url)
+    )
+}
+
+/// Writes `contents` to `path` readable and writable by its owner only (0600, as kubectl writes
+/// kubeconfigs), an existing file included: a kubeconfig may hold a token.
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    // The mode applies to a file created now; one that was there keeps its own until set (it is
+    // empty until then).
+    #[cfg(unix)]
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    file.write_all(contents.as_bytes())?;
+    file.sync_all()
+}
+
+async fn apiserver(options: ApiserverOptions) -> ExitCode {
+    let ApiserverOptions {
+        bind,
+        port,
+        kubeconfig_out,
+        admin,
+        token,
+    } = options;
+    if token.is_none() && !bind.is_loopback() {
+        eprintln!(
+            "warning: serving on {bind}, which is not a loopback address, without --token or --token-file: anyone who can reach it can read and change everything"
+        );
+    }
+    if token.is_some() {
+        eprintln!(
+            "note: kubectl (client-go) sends a kubeconfig's token only over HTTPS, and this server speaks plain HTTP: kubectl gets 401 Unauthorized, kube-client and curl -H 'Authorization: Bearer ...' are served"
+        );
+    }
     let mut config = ApiServerConfig {
         address: SocketAddr::new(bind, port),
         ..ApiServerConfig::default()
     };
     config.rest.admin = admin;
+    config.rest.token = token.clone();
     let server = match ApiServer::start(config).await {
         Ok(server) => server,
         Err(error) => {
@@ -85,7 +181,7 @@ async fn apiserver(
         }
     };
     if let Some(path) = kubeconfig_out {
-        if let Err(error) = std::fs::write(&path, kubeconfig(&server.url())) {
+        if let Err(error) = write_private(&path, &kubeconfig(&server.url(), token.as_ref())) {
             eprintln!(
                 "error: cannot write the kubeconfig {}: {error}",
                 path.display()
@@ -134,6 +230,28 @@ async fn main() -> ExitCode {
             port,
             kubeconfig_out,
             admin,
-        } => apiserver(bind, port, kubeconfig_out, admin).await,
+            token,
+            token_file,
+        } => {
+            let token = match (token, token_file) {
+                (Some(token), _) => Some(token),
+                (None, Some(path)) => match read_token_file(&path) {
+                    Ok(token) => Some(token),
+                    Err(error) => {
+                        eprintln!("error: {error}");
+                        return ExitCode::FAILURE;
+                    }
+                },
+                (None, None) => None,
+            };
+            let options = ApiserverOptions {
+                bind,
+                port,
+                kubeconfig_out,
+                admin,
+                token,
+            };
+            apiserver(options).await
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The REST layer: kube-apiserver's URLs and verbs over the [`Store`](crate::storage::Store).
 //!
-//! One handler takes every request, splits its path into the resource it names, and dispatches
-//! on the verb; every failure answers with a `Status` as kube-apiserver's would.
+//! One handler takes every request, checks its bearer token when the configuration has one,
+//! splits its path into the resource it names, and dispatches on the verb; every failure answers
+//! with a `Status` as kube-apiserver's would.
 
 mod admin;
 mod crd;
@@ -21,6 +22,7 @@ use axum::http::Method;
 use axum::response::Response;
 
 use self::status::{ApiError, json_response};
+use crate::auth::BearerToken;
 use crate::faults::{Fault, Faults};
 use crate::registry::Registry;
 use crate::resource::ResourceKind;
@@ -37,6 +39,11 @@ pub struct RestConfig {
     pub min_request_timeout: Duration,
     /// Serve the fault hooks' admin endpoint (`/admin/faults/…`); off by default.
     pub admin: bool,
+    /// The bearer token every request must carry (`Authorization: Bearer <token>`), over TCP and
+    /// in process alike; without it a request gets 401 `Unauthorized`. All paths need it, the
+    /// health endpoints (`/healthz`, `/livez`, `/readyz`) and `/version` included. None by
+    /// default: no authentication. See [`crate::auth`].
+    pub token: Option<BearerToken>,
 }
 
 impl Default for RestConfig {
@@ -46,6 +53,7 @@ impl Default for RestConfig {
             bookmark_interval: Duration::from_secs(60),
             min_request_timeout: Duration::from_secs(1800),
             admin: false,
+            token: None,
         }
     }
 }
@@ -154,6 +162,12 @@ fn parse_target(
 
 /// The one handler of every request.
 pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
+    // Before anything else, the body included, as kube-apiserver's authentication filter.
+    if let Some(token) = &app.config.token {
+        if !token.authenticates(request.headers()) {
+            return ApiError::unauthorized().response();
+        }
+    }
     match route(&app, request).await {
         Ok(response) => response,
         Err(error) => error.response(),

@@ -30,6 +30,12 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// 401 Unauthorized: the request does not carry the bearer token. The message is
+    /// kube-apiserver's, and says nothing of what was presented.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 404 NotFound for a path the server does not serve.
     pub fn not_found_path() -> Self {
         Self::new(
