@@ -252,3 +252,78 @@ async fn lists_page_with_limit_and_continue() {
     assert_eq!(pages, 3);
     assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4"]);
 }
+
+/// Bodies the request_body fuzz target found to panic a handler (the connection dropped with no
+/// answer): a patch whose result is not an object, a namespace whose `spec` is not an object,
+/// and deleting a namespace whose stored `status` is not an object. Each gets its answer now.
+#[tokio::test]
+async fn bodies_that_panicked_a_handler_are_answered() {
+    let (server, client) = server().await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    client
+        .request_text(post(configmaps, r#"{"metadata":{"name":"kept"}}"#))
+        .await
+        .unwrap();
+    let version = server.store().resource_version();
+    let patch = |content_type: &str, body: &str| {
+        http::Request::patch(format!("{configmaps}/kept"))
+            .header("content-type", content_type)
+            .body(body.as_bytes().to_vec())
+            .unwrap()
+    };
+
+    let scalar = refusal(&client, patch("application/merge-patch+json", "5")).await;
+    assert_eq!((scalar.code, scalar.reason.as_str()), (400, "BadRequest"));
+    let no_metadata = refusal(
+        &client,
+        patch(
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"/metadata","value":"x"}]"#,
+        ),
+    )
+    .await;
+    assert_eq!(no_metadata.code, 400);
+    let spec = refusal(
+        &client,
+        post(
+            "/api/v1/namespaces",
+            r#"{"metadata":{"name":"team-b"},"spec":"x"}"#,
+        ),
+    )
+    .await;
+    assert_eq!((spec.code, spec.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(server.store().resource_version(), version);
+
+    client
+        .request_text(post("/api/v1/namespaces", r#"{"metadata":{"name":"odd"}}"#))
+        .await
+        .unwrap();
+    client
+        .request_text(
+            http::Request::put("/api/v1/namespaces/odd/status")
+                .header("content-type", "application/json")
+                .body(br#"{"metadata":{"name":"odd"},"status":"Terminating"}"#.to_vec())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let deleted = client
+        .request_text(
+            http::Request::delete("/api/v1/namespaces/odd")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let deleted: serde_json::Value = serde_json::from_str(&deleted).unwrap();
+    assert_eq!(deleted["status"]["phase"], "Terminating");
+    let kept = client
+        .request_text(
+            http::Request::get(format!("{configmaps}/kept"))
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(kept.contains("\"name\":\"kept\""));
+}

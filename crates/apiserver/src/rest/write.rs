@@ -188,10 +188,20 @@ pub(super) async fn patch(
         other => return Err(ApiError::unsupported_media_type(other)),
     }
     check_name(&patched, name)?;
-    // A patch applies to the current object unless it names a resourceVersion itself.
-    if patched["metadata"].get("resourceVersion").is_none() {
-        patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-    }
+    // A patch applies to the current object unless it names a resourceVersion itself. A patch
+    // can leave something that is not an object at all (a merge patch `5`, a JSON patch that
+    // replaces `/metadata`): that is a bad request, not something to index into.
+    let Some(Value::Object(metadata)) = patched
+        .as_object_mut()
+        .map(|fields| fields.entry("metadata").or_insert_with(|| json!({})))
+    else {
+        return Err(ApiError::bad_request(
+            "the patched object must be a JSON object whose metadata is an object",
+        ));
+    };
+    metadata
+        .entry("resourceVersion")
+        .or_insert_with(|| current["metadata"]["resourceVersion"].clone());
     let (stored, _) = store_update(app, kind, namespace, name, patched, status_only)?;
     Ok(json_response(200, &stored))
 }

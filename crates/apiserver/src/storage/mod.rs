@@ -215,6 +215,16 @@ impl Store {
             metadata.remove("namespace");
         }
         if is_namespaces(kind) {
+            // A `spec` that is not an object is refused, as kube-apiserver's decoding refuses it
+            // (indexing into it to add the finalizer would panic).
+            match &object["spec"] {
+                Value::Null | Value::Object(_) => {}
+                _ => {
+                    return Err(StoreError::BadRequest(
+                        "spec must be a JSON object".to_string(),
+                    ));
+                }
+            }
             if object["spec"]["finalizers"].is_null() {
                 object["spec"]["finalizers"] = serde_json::json!(["kubernetes"]);
             }
@@ -580,6 +590,10 @@ impl Store {
             }
             let mut marked = (*old).clone();
             if is_namespaces(kind) {
+                // The status subresource may have stored a status that is not an object.
+                if !marked["status"].is_object() {
+                    marked["status"] = Value::Object(Map::new());
+                }
                 marked["status"]["phase"] = Value::String("Terminating".into());
             }
             let metadata = metadata_mut(&mut marked)?;

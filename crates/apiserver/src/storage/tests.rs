@@ -499,3 +499,32 @@ fn nothing_is_created_in_a_terminating_namespace() {
         "configmaps \"a\" is forbidden: unable to create new content in namespace going because it is being terminated"
     );
 }
+
+#[test]
+fn a_namespace_whose_spec_is_not_an_object_is_refused() {
+    let store = Store::default();
+    let refused = store
+        .create(
+            &kind("namespaces"),
+            "",
+            json!({"metadata": {"name": "team-b"}, "spec": "x"}),
+        )
+        .unwrap_err();
+    assert_eq!(refused.code(), 400);
+    assert!(store.get(&kind("namespaces"), "", "team-b").is_err());
+}
+
+#[test]
+fn a_namespace_whose_status_is_not_an_object_can_be_deleted() {
+    let store = Store::default();
+    let namespaces = kind("namespaces");
+    store
+        .create(&namespaces, "", json!({"metadata": {"name": "odd"}}))
+        .unwrap();
+    let odd = json!({"metadata": {"name": "odd"}, "status": "Terminating"});
+    store.update(&namespaces, "", "odd", odd, true).unwrap();
+    let Deleted::Finalizing(marked) = store.delete(&namespaces, "", "odd", None).unwrap() else {
+        panic!("the kubernetes finalizer holds a namespace");
+    };
+    assert_eq!(marked["status"], json!({"phase": "Terminating"}));
+}
