@@ -10,6 +10,7 @@
 //! - [`server`]: binding and running it;
 //! - [`in_process`]: calling it without a socket, as a `tower` service;
 //! - [`auth`]: the optional bearer token every request must then carry;
+//! - [`tls`]: serving HTTPS, with a CA generated at start if need be;
 //! - [`faults`]: the fault hooks reliability tests drive.
 
 pub mod auth;
@@ -23,7 +24,9 @@ pub mod rest;
 pub mod selector;
 pub mod server;
 pub mod storage;
+pub mod tls;
 
 pub use self::auth::BearerToken;
 pub use self::in_process::InProcessService;
 pub use self::server::{ApiServer, ApiServerConfig, ServerError};
+pub use self::tls::{SelfSignedTls, TlsConfig};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::Router;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -18,6 +19,10 @@ use crate::link::Link;
 use crate::registry::Registry;
 use crate::rest::{App, RestConfig, handle};
 use crate::storage::{Store, StoreConfig};
+use crate::tls::TlsConfig;
+
+/// How long a client has to complete the TLS handshake before its connection is dropped.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +47,9 @@ pub struct ApiServerConfig {
     pub store: StoreConfig,
     /// The REST layer's limits, timers and bearer token.
     pub rest: RestConfig,
+    /// Serve HTTPS with this TLS configuration (see [`crate::tls`]); plain HTTP without it, the
+    /// default.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ApiServerConfig {
@@ -50,6 +58,7 @@ impl Default for ApiServerConfig {
             address: SocketAddr::from(([127, 0, 0, 1], 0)),
             store: StoreConfig::default(),
             rest: RestConfig::default(),
+            tls: None,
         }
     }
 }
@@ -73,10 +82,13 @@ pub struct ApiServer {
     /// [`InProcessService`].
     link: watch::Sender<Link>,
     task: Option<JoinHandle<()>>,
+    /// Whether it serves HTTPS.
+    tls: bool,
 }
 
 impl ApiServer {
-    /// Binds and starts serving on the current Tokio runtime.
+    /// Binds and starts serving on the current Tokio runtime: HTTPS with
+    /// [`ApiServerConfig::tls`], plain HTTP without.
     pub async fn start(config: ApiServerConfig) -> Result<Self, ServerError> {
         let bind_error = |source| ServerError::Bind {
             address: config.address,
@@ -96,13 +108,24 @@ impl ApiServer {
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));
         let link = watch::Sender::new(Link::up());
         tokio::spawn(cluster_controllers(Arc::downgrade(&app), link.subscribe()));
-        let task = tokio::spawn(serve(listener, address, router.clone(), link.subscribe()));
+        let tls = config.tls.is_some();
+        let acceptor = config
+            .tls
+            .map(|tls| tokio_rustls::TlsAcceptor::from(Arc::clone(tls.server_config())));
+        let task = tokio::spawn(serve(
+            listener,
+            address,
+            router.clone(),
+            acceptor,
+            link.subscribe(),
+        ));
         Ok(Self {
             app,
             address,
             router,
             link,
             task: Some(task),
+            tls,
         })
     }
 
@@ -111,9 +134,10 @@ impl ApiServer {
         self.address
     }
 
-    /// `http://host:port`.
+    /// `http://host:port`, or `https://host:port` when it serves TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.address)
     }
 
     /// The object store, for tests and fault hooks.
@@ -181,11 +205,13 @@ impl ApiServer {
     }
 }
 
-/// The accept loop. Connections run in a `JoinSet`, so a partition can drop them all.
+/// The accept loop. Connections run in a `JoinSet`, so a partition can drop them all; with an
+/// acceptor each completes a TLS handshake first.
 async fn serve(
     listener: TcpListener,
     address: SocketAddr,
     router: Router,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
     mut link: watch::Receiver<Link>,
 ) {
     let mut listener = Some(listener);
@@ -201,15 +227,27 @@ async fn serve(
             accepted = accepted => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    let service = TowerToHyperService::new(router.clone());
-                    connections.spawn(async move {
-                        let served = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                        if let Err(error) = served {
-                            tracing::debug!(%error, "connection ended with an error");
+                    let router = router.clone();
+                    match acceptor.clone() {
+                        None => {
+                            connections.spawn(serve_connection(stream, router));
                         }
-                    });
+                        Some(acceptor) => {
+                            connections.spawn(async move {
+                                let handshake = tokio::time::timeout(
+                                    TLS_HANDSHAKE_TIMEOUT,
+                                    acceptor.accept(stream),
+                                );
+                                match handshake.await {
+                                    Ok(Ok(stream)) => serve_connection(stream, router).await,
+                                    Ok(Err(error)) => {
+                                        tracing::debug!(%error, "TLS handshake failed");
+                                    }
+                                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                                }
+                            });
+                        }
+                    }
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: wait a little rather than spin.
@@ -229,6 +267,20 @@ async fn serve(
                 listener = rebind(address).await;
             }
         }
+    }
+}
+
+/// Serves HTTP/1.1 on one connection until it ends.
+async fn serve_connection<S>(stream: S, router: Router)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = TowerToHyperService::new(router);
+    let served = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(error) = served {
+        tracing::debug!(%error, "connection ended with an error");
     }
 }
 
@@ -312,6 +364,7 @@ impl std::fmt::Debug for ApiServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiServer")
             .field("address", &self.address)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }

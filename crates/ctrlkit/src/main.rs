@@ -2,7 +2,9 @@
 //! a workload and checks the result; `ctrlkit apiserver` serves the embedded Kubernetes API
 //! server until stopped, and writes a kubeconfig that kubectl and kube-client accept. With
 //! `--token` or `--token-file` every request must carry that bearer token, and the kubeconfig
-//! (written readable by its owner only) carries it.
+//! (written readable by its owner only) carries it. With `--tls` it serves HTTPS with a CA
+//! generated at start, which the kubeconfig carries for clients to trust: kubectl sends a token
+//! only over HTTPS.
 
 mod demo;
 
@@ -11,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ctrlkit_apiserver::{ApiServer, ApiServerConfig, BearerToken};
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig, BearerToken, SelfSignedTls};
 
 /// Kubernetes controller machinery in Rust.
 #[derive(Parser, Debug)]
@@ -61,12 +63,18 @@ enum Command {
         admin: bool,
         /// Require this bearer token on every request, health endpoints included (others get
         /// 401 Unauthorized). It shows in `ps`: prefer --token-file. kube-client sends it over
-        /// this plain-HTTP server; kubectl does not (client-go sends credentials only over HTTPS).
+        /// a plain-HTTP server; kubectl only with --tls (client-go sends credentials only over
+        /// HTTPS).
         #[arg(long, value_name = "TOKEN", conflicts_with = "token_file", value_parser = TokenParser)]
         token: Option<BearerToken>,
         /// As --token, with the token read from this file (surrounding whitespace trimmed).
         #[arg(long, value_name = "PATH")]
         token_file: Option<PathBuf>,
+        /// Serve HTTPS, with a certificate for localhost, 127.0.0.1, ::1 and --bind signed by a
+        /// CA generated at start (its key is discarded); the kubeconfig carries the CA as
+        /// certificate-authority-data.
+        #[arg(long)]
+        tls: bool,
     },
 }
 
@@ -106,6 +114,7 @@ struct ApiserverOptions {
     kubeconfig_out: Option<PathBuf>,
     admin: bool,
     token: Option<BearerToken>,
+    tls: bool,
 }
 
 /// The token of `--token-file`: the file's contents, trimmed. Errors name the file, never what
@@ -117,17 +126,21 @@ fn read_token_file(path: &Path) -> Result<BearerToken, String> {
         .map_err(|error| format!("the token file {}: {error}", path.display()))
 }
 
-/// A kubeconfig with one cluster, user and context for the server at `url`, whose user presents
-/// `token` if there is one. The URL and the token are written as JSON strings, which YAML reads
-/// as double-quoted scalars whatever they hold.
-fn kubeconfig(url: &str, token: Option<&BearerToken>) -> String {
+/// A kubeconfig with one cluster, user and context for the server at `url`, trusting the CA of
+/// `ca_data` (base64 of its PEM) if given, whose user presents `token` if there is one. The URL,
+/// the CA and the token are written as JSON strings, which YAML reads as double-quoted scalars
+/// whatever they hold.
+fn kubeconfig(url: &str, ca_data: Option<&str>, token: Option<&BearerToken>) -> String {
     let quote = |text: &str| serde_json::Value::from(text).to_string();
+    let ca = ca_data.map_or(String::new(), |data| {
+        format!("\n    certificate-authority-data: {}", quote(data))
+    });
     let user = match token {
         Some(token) => format!("\n    token: {}", quote(token.expose())),
         None => " {}".to_string(),
     };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: ctrlkit\n  cluster:\n    server: {}\nusers:\n- name: ctrlkit\n  user:{user}\ncontexts:\n- name: ctrlkit\n  context:\n    cluster: ctrlkit\n    user: ctrlkit\n    namespace: default\ncurrent-context: ctrlkit\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: ctrlkit\n  cluster:\n    server: {}{ca}\nusers:\n- name: ctrlkit\n  user:{user}\ncontexts:\n- name: ctrlkit\n  context:\n    cluster: ctrlkit\n    user: ctrlkit\n    namespace: default\ncurrent-context: ctrlkit\n",
         quote(url)
     )
 }
@@ -156,23 +169,36 @@ async fn apiserver(options: ApiserverOptions) -> ExitCode {
         kubeconfig_out,
         admin,
         token,
+        tls,
     } = options;
     if token.is_none() && !bind.is_loopback() {
         eprintln!(
             "warning: serving on {bind}, which is not a loopback address, without --token or --token-file: anyone who can reach it can read and change everything"
         );
     }
-    if token.is_some() {
+    if token.is_some() && !tls {
         eprintln!(
-            "note: kubectl (client-go) sends a kubeconfig's token only over HTTPS, and this server speaks plain HTTP: kubectl gets 401 Unauthorized, kube-client and curl -H 'Authorization: Bearer ...' are served"
+            "note: kubectl (client-go) sends a kubeconfig's token only over HTTPS, and this server speaks plain HTTP (without --tls): kubectl gets 401 Unauthorized, kube-client and curl -H 'Authorization: Bearer ...' are served"
         );
     }
+    let generated = if tls {
+        match SelfSignedTls::generate(&[bind]) {
+            Ok(generated) => Some(generated),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let mut config = ApiServerConfig {
         address: SocketAddr::new(bind, port),
         ..ApiServerConfig::default()
     };
     config.rest.admin = admin;
     config.rest.token = token.clone();
+    config.tls = generated.as_ref().map(SelfSignedTls::tls);
     let server = match ApiServer::start(config).await {
         Ok(server) => server,
         Err(error) => {
@@ -181,7 +207,9 @@ async fn apiserver(options: ApiserverOptions) -> ExitCode {
         }
     };
     if let Some(path) = kubeconfig_out {
-        if let Err(error) = write_private(&path, &kubeconfig(&server.url(), token.as_ref())) {
+        let ca_data = generated.as_ref().map(SelfSignedTls::ca_data);
+        let contents = kubeconfig(&server.url(), ca_data.as_deref(), token.as_ref());
+        if let Err(error) = write_private(&path, &contents) {
             eprintln!(
                 "error: cannot write the kubeconfig {}: {error}",
                 path.display()
@@ -232,6 +260,7 @@ async fn main() -> ExitCode {
             admin,
             token,
             token_file,
+            tls,
         } => {
             let token = match (token, token_file) {
                 (Some(token), _) => Some(token),
@@ -250,6 +279,7 @@ async fn main() -> ExitCode {
                 kubeconfig_out,
                 admin,
                 token,
+                tls,
             };
             apiserver(options).await
         }

@@ -6,6 +6,8 @@
 //! written kubeconfig too: client-go (clientcmd's `ClientConfig`) reads a kubeconfig user's
 //! credentials only for an HTTPS server, and this one speaks plain HTTP, so kubectl never sends
 //! the token; the test pins that down, with the request log showing no `Authorization` header.
+//! With `--tls` the server speaks HTTPS with a CA generated at start that the kubeconfig carries,
+//! and kubectl is served with the token and refused with a wrong one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -258,6 +260,116 @@ fn the_token_file_guards_the_server_and_the_private_kubeconfig_carries_it() {
         stderr.contains("note: kubectl (client-go) sends"),
         "{stderr}"
     );
+}
+
+/// The namespaces kube-client lists with the kubeconfig at `path` (TLS verification on).
+fn namespaces_with_kube_client(path: &Path) -> Result<Vec<String>, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let file = kube::config::Kubeconfig::read_from(path).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .unwrap();
+        assert!(!config.accept_invalid_certs);
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(kube::Client::try_from(config).map_err(|error| error.to_string())?);
+        let list = namespaces
+            .list(&Default::default())
+            .await
+            .map_err(|error| format!("{error:?}"))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|namespace| namespace.metadata.name)
+            .collect())
+    })
+}
+
+#[cfg(unix)]
+#[test]
+fn with_tls_kubectl_and_kube_client_are_served_over_https_with_the_token() {
+    let dir = TempDir::new("tls");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let mut server = Running::start(&[
+        "--port",
+        "0",
+        "--tls",
+        "--token-file",
+        token_file.to_str().unwrap(),
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    assert!(
+        server.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    assert_eq!(mode(&kubeconfig), 0o600);
+    let written = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(
+        written.contains(&format!("    server: \"{}\"\n", server.url)),
+        "{written}"
+    );
+    assert!(
+        written.contains("    certificate-authority-data: \"LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"),
+        "{written}"
+    );
+
+    // kubectl verifies the server against the written CA and presents the token.
+    let served = kubectl(&kubeconfig, &["get", "namespaces", "-o", "name"]);
+    let stdout = String::from_utf8_lossy(&served.stdout);
+    let stderr = String::from_utf8_lossy(&served.stderr);
+    assert!(served.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.lines().any(|line| line == "namespace/default"),
+        "{stdout}"
+    );
+
+    // With a wrong token (the same CA), it is refused.
+    let wrong = dir.join("wrong");
+    let wrong_token = "x".repeat(TOKEN.len());
+    let replaced = written.replace(TOKEN, &wrong_token);
+    assert_ne!(replaced, written);
+    std::fs::write(&wrong, replaced).unwrap();
+    let refused = kubectl(&wrong, &["get", "namespaces"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("You must be logged in to the server (Unauthorized)"),
+        "{stderr}"
+    );
+
+    // kube-client, from the kubeconfig, verifies the server and is served.
+    let names = namespaces_with_kube_client(&kubeconfig).unwrap();
+    assert!(names.iter().any(|name| name == "default"), "{names:?}");
+
+    // Without the CA, neither trusts the server.
+    let untrusting = dir.join("untrusting");
+    let without_ca: String = written
+        .lines()
+        .filter(|line| !line.contains("certificate-authority-data"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(&untrusting, without_ca).unwrap();
+    let error = namespaces_with_kube_client(&untrusting).unwrap_err();
+    assert!(error.to_lowercase().contains("certificate"), "{error}");
+    let refused = kubectl(&untrusting, &["get", "namespaces"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("certificate signed by unknown authority"),
+        "{stderr}"
+    );
+
+    let stderr = server.stop();
+    assert!(!stderr.contains(TOKEN), "{stderr}");
+    assert!(!stderr.contains("note:"), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
 }
 
 #[test]
