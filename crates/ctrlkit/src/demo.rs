@@ -202,9 +202,9 @@ impl Progress {
         if self.terminal {
             let width = 30;
             let filled = (done * width).checked_div(total).unwrap_or(width);
-            let bar: String = "=".repeat(filled) + &" ".repeat(width - filled);
+            let filled_bar: String = "=".repeat(filled) + &" ".repeat(width - filled);
             print!(
-                "\r{phase:<10} [{bar}] {done:>5}/{total:<5} reconciles {reconciles:>6}  leader {leader:<10}"
+                "\r{phase:<10} [{filled_bar}] {done:>5}/{total:<5} reconciles {reconciles:>6}  leader {leader:<10}"
             );
             let _ = std::io::stdout().flush();
         } else if self.last_line.elapsed() >= Duration::from_secs(1) || done == total {
