@@ -43,8 +43,9 @@ impl std::fmt::Debug for LeaderCallbacks {
 impl LeaderCallbacks {
     /// `on_started_leading` runs as its own task when this candidate becomes the leader; its
     /// token is cancelled the moment leadership is lost or the elector is cancelled, and the task
-    /// is aborted if it has not finished within the election's safety margin
-    /// (`lease_duration − renew_deadline − retry_period`), before anyone else can take the lock.
+    /// is aborted (and awaited) if it has not finished when the lease of the leader's last write
+    /// runs out, counted from the moment that write started: before any follower can take the
+    /// lock. Tasks it spawned itself are its own to stop.
     /// `on_stopped_leading` runs once when the elector stops, whether or not it ever led.
     pub fn new<S, F, T>(on_started_leading: S, on_stopped_leading: T) -> Self
     where
@@ -60,8 +61,8 @@ impl LeaderCallbacks {
     }
 
     /// Called with the holder's identity each time this candidate observes a different holder
-    /// (including itself, and `""` after a release). It runs on the elector's task: keep it
-    /// short.
+    /// (including itself, and `""` after a release). It runs on the elector's tasks (the
+    /// election and, while following, the lock's watch): keep it short.
     #[must_use]
     pub fn on_new_leader(mut self, on_new_leader: impl Fn(&str) + Send + Sync + 'static) -> Self {
         self.on_new_leader = Some(Arc::new(on_new_leader));

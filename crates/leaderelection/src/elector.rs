@@ -8,7 +8,7 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep, sleep_until, timeout, timeout_at};
+use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use crate::callbacks::LeaderCallbacks;
@@ -29,6 +29,9 @@ pub(crate) struct Observed {
     pub(crate) time: Option<Instant>,
     /// The holder last reported to `on_new_leader`.
     pub(crate) reported_leader: String,
+    /// When this candidate's last successful write of the lock started: its own lease runs
+    /// from there, whatever reads happened since.
+    pub(crate) last_write_started: Option<Instant>,
 }
 
 pub(crate) struct Shared<L> {
@@ -86,13 +89,20 @@ impl<L> std::fmt::Debug for LeaderElector<L> {
     }
 }
 
-/// Runs `on_stopped_leading` when dropped, so it runs however `run` ends (also when its future
-/// is dropped).
-struct StoppedLeading<'a>(&'a LeaderCallbacks);
+/// Runs `on_stopped_leading` (and marks the metrics not leading) when dropped, so it runs
+/// however `run` ends, also when its future is dropped.
+struct StoppedLeading<'a> {
+    callbacks: &'a LeaderCallbacks,
+    metrics: Option<&'a LeaderElectionMetrics>,
+    name: &'a str,
+}
 
 impl Drop for StoppedLeading<'_> {
     fn drop(&mut self) {
-        (self.0.on_stopped_leading)();
+        if let Some(metrics) = self.metrics {
+            metrics.leader_off(self.name);
+        }
+        (self.callbacks.on_stopped_leading)();
     }
 }
 
@@ -114,6 +124,13 @@ impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The lease as the record carries it: whole seconds, rounded up, so that followers never
+/// count a shorter lease than the leader does (client-go truncates).
+fn lease_seconds(lease: Duration) -> i32 {
+    let seconds = lease.as_secs() + u64::from(lease.subsec_nanos() > 0);
+    i32::try_from(seconds).unwrap_or(i32::MAX)
 }
 
 /// `period` stretched by up to `factor × period` at random (client-go's `wait.Jitter`).
@@ -191,8 +208,15 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
     /// first renewal that does not succeed within the renew deadline cancels the leader's
     /// token. `on_stopped_leading` runs last, always. With `release_on_cancel`, a leader that is
     /// cancelled empties the holder so the next candidate takes over at once.
+    ///
+    /// Run one election per elector at a time: clones share the observed state, so two `run`s
+    /// of one elector would both believe they lead.
     pub async fn run(&self, cancel: CancellationToken) {
-        let _stopped = StoppedLeading(&self.shared.callbacks);
+        let _stopped = StoppedLeading {
+            callbacks: &self.shared.callbacks,
+            metrics: self.shared.metrics.get(),
+            name: &self.shared.config.name,
+        };
         if !self.acquire(&cancel).await {
             return;
         }
@@ -202,21 +226,21 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
         )));
         self.renew(&cancel).await;
         leading.cancel();
-        // The leader's work must stop before anyone else can hold the lock: a follower takes it
-        // no sooner than `lease_duration` after it observed the last renewal, and this candidate
-        // gave up at most `retry_period + renew_deadline` after that renewal.
-        let config = &self.shared.config;
-        let margin = config
-            .lease_duration
-            .saturating_sub(config.renew_deadline)
-            .saturating_sub(config.retry_period);
-        if timeout(margin, &mut task.0).await.is_err() {
+        // The leader's work must stop before anyone else can hold the lock: no follower takes
+        // it before the lease of this candidate's last write has run out, counted from the
+        // moment that write started.
+        let expiry = self.own_lease_expiry().unwrap_or_else(Instant::now);
+        if timeout_at(expiry, &mut task.0).await.is_err() {
             tracing::warn!(
                 lock = %self.shared.lock.describe(),
-                "on_started_leading did not stop within {margin:?} of losing leadership; aborting it"
+                "on_started_leading did not stop before the lease ran out; aborting it"
             );
+            task.0.abort();
+            // Wait until the task is gone (its future dropped), not just told to go.
+            let _ = (&mut task.0).await;
         }
         drop(task);
+        let config = &self.shared.config;
         self.shared.lock.record_event("stopped leading");
         if config.release_on_cancel {
             self.release().await;
@@ -282,7 +306,11 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
     async fn renew(&self, cancel: &CancellationToken) {
         let config = &self.shared.config;
         loop {
-            let deadline = Instant::now() + config.renew_deadline;
+            // Never past the lease of the last write: from then on a follower may hold the lock.
+            let mut deadline = Instant::now() + config.renew_deadline;
+            if let Some(expiry) = self.own_lease_expiry() {
+                deadline = deadline.min(expiry);
+            }
             let renewed = self.renew_before(deadline, cancel).await;
             self.maybe_report_transition();
             if !renewed {
@@ -308,6 +336,9 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
             tokio::select! {
                 renewed = timeout_at(deadline, self.try_acquire_or_renew()) => match renewed {
                     Ok(true) => return true,
+                    // Someone else holds a valid lease: leadership is over now, not at the
+                    // deadline (client-go keeps trying until the deadline).
+                    Ok(false) if !self.is_leader() => return false,
                     Ok(false) => {}
                     Err(_) => return false,
                 },
@@ -326,8 +357,7 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
         let now = self.shared.clock.now();
         LeaderElectionRecord {
             holder_identity: self.shared.lock.identity().to_owned(),
-            lease_duration_seconds: i32::try_from(self.shared.config.lease_duration.as_secs())
-                .unwrap_or(i32::MAX),
+            lease_duration_seconds: lease_seconds(self.shared.config.lease_duration),
             acquire_time: Some(now),
             renew_time: Some(now),
             ..LeaderElectionRecord::default()
@@ -350,7 +380,7 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
             record.leader_transitions = observed.leader_transitions;
             match lock.update(&record).await {
                 Ok(()) => {
-                    self.set_observed_record(record);
+                    self.set_observed_record(record, now);
                     return true;
                 }
                 Err(error) => tracing::debug!(
@@ -365,7 +395,7 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
             Err(error) if error.is_not_found() => {
                 return match lock.create(&record).await {
                     Ok(()) => {
-                        self.set_observed_record(record);
+                        self.set_observed_record(record, now);
                         true
                     }
                     Err(error) => {
@@ -403,7 +433,7 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
             tracing::info!(lock = %lock.describe(), %error, "updating the lock failed");
             return false;
         }
-        self.set_observed_record(record);
+        self.set_observed_record(record, now);
         true
     }
 
@@ -415,9 +445,10 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
         }
         let mut record = self.own_record();
         record.leader_transitions = observed.leader_transitions.saturating_add(1);
+        let write_started = Instant::now();
         match self.shared.lock.update(&record).await {
             Ok(()) => {
-                self.set_observed_record(record);
+                self.set_observed_record(record, write_started);
                 true
             }
             Err(error) => {
@@ -427,8 +458,9 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
         }
     }
 
-    /// client-go's `release`: writes an empty holder with a 1 s lease, retrying on conflict,
-    /// all within the renew deadline.
+    /// Writes an empty holder with a 1 s lease, within the renew deadline. Unlike client-go's
+    /// `release` (one write, given up on error), a conflict is retried after a fresh read, and
+    /// nothing is written unless that read still names this candidate.
     pub(crate) async fn release(&self) -> bool {
         let deadline = Instant::now() + self.shared.config.renew_deadline;
         match timeout_at(deadline, self.try_release()).await {
@@ -464,9 +496,10 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
                 acquire_time: Some(now),
                 ..LeaderElectionRecord::default()
             };
+            let write_started = Instant::now();
             match lock.update(&record).await {
                 Ok(()) => {
-                    self.set_observed_record(record);
+                    self.set_observed_record(record, write_started);
                     return true;
                 }
                 Err(error) if error.is_conflict() => {
@@ -530,11 +563,14 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
         }
     }
 
-    /// Takes in a record this candidate wrote.
-    fn set_observed_record(&self, record: LeaderElectionRecord) {
+    /// Takes in a record this candidate wrote, as observed when the write *started*: the server
+    /// may have committed it (and followers begun counting its lease) any time after that, so
+    /// the leader's own count must not begin later.
+    fn set_observed_record(&self, record: LeaderElectionRecord, write_started: Instant) {
         let mut observed = self.shared.observed.lock();
         observed.record = record;
-        observed.time = Some(Instant::now());
+        observed.time = Some(write_started);
+        observed.last_write_started = Some(write_started);
     }
 
     fn is_lease_valid(&self, now: Instant) -> bool {
@@ -548,6 +584,15 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
         observed
             .time
             .map(|time| time + Duration::from_secs(seconds))
+    }
+
+    /// When the lease of this candidate's last write runs out, counted from the moment the write
+    /// started.
+    fn own_lease_expiry(&self) -> Option<Instant> {
+        let observed = self.shared.observed.lock();
+        observed
+            .last_write_started
+            .map(|started| started + self.shared.config.lease_duration)
     }
 
     /// When another holder's observed lease runs out, if someone else holds it.
