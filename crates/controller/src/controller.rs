@@ -39,6 +39,10 @@ pub enum ControllerError {
     /// The leader election is misconfigured.
     #[error("leader election: {0}")]
     LeaderElection(#[from] ConfigError),
+    /// Leadership was lost (not cancelled): this replica stopped reconciling. client-go's
+    /// controllers exit here and let the process restart.
+    #[error("leadership was lost")]
+    LostLeadership,
 }
 
 /// Called once for a key given up after too many failures: log it, record an event, park it.
@@ -274,27 +278,24 @@ where
     /// metrics, the work queue's (client-go's `workqueue_*` names, labelled with the
     /// controller's name) and, with leader election, the election's.
     pub fn health(mut self, health: Health) -> Self {
-        {
-            let mut registry = health.registry().lock();
-            self.metrics = ControllerMetrics::new(&mut registry);
-            self.queue_metrics = Some(Arc::new(PrometheusMetricsProvider::new(&mut registry)));
-        }
+        self.metrics = health.controller_metrics();
+        self.queue_metrics = Some(health.queue_metrics());
         self.health = health;
         self
     }
 
     /// Reconciles only while this replica leads the election on `lock`: the informers run (and
     /// stay synced) on every replica, so a new leader starts reconciling at once. When
-    /// leadership is lost, the workers finish their current keys and [`run`](Self::run)
-    /// returns.
+    /// leadership is lost, the workers stop taking keys; a reconcile still running when the lease
+    /// of the last renewal runs out is aborted; and [`run`](Self::run) returns
+    /// [`ControllerError::LostLeadership`].
     pub fn leader_election<L: ResourceLock + 'static>(
         mut self,
         lock: L,
         config: LeaderElectionConfig,
     ) -> Self {
         self.elect = Some(Box::new(move |callbacks, health: &Health, cancel| {
-            let metrics =
-                ctrlkit_leaderelection::LeaderElectionMetrics::new(&mut health.registry().lock());
+            let metrics = health.leader_metrics();
             let elector = LeaderElector::new(lock, config, callbacks)?.with_metrics(metrics);
             health
                 .leader()
@@ -364,7 +365,11 @@ where
                     },
                     || {},
                 );
-                elect(callbacks, &self.health, cancel)?.await;
+                elect(callbacks, &self.health, cancel.clone())?.await;
+                if !cancel.is_cancelled() {
+                    queue.shut_down();
+                    return Err(ControllerError::LostLeadership);
+                }
             }
         }
         queue.shut_down();

@@ -1,18 +1,21 @@
 //! The controller's HTTP endpoint: `/metrics`, `/healthz` and `/readyz`.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use ctrlkit_leaderelection::HealthzAdaptor;
+use ctrlkit_leaderelection::{HealthzAdaptor, LeaderElectionMetrics};
+use ctrlkit_workqueue::PrometheusMetricsProvider;
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+use crate::metrics::ControllerMetrics;
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +40,17 @@ pub struct Health {
     registry: Arc<Mutex<Registry>>,
     ready: Arc<AtomicBool>,
     leader: HealthzAdaptor,
+    /// Each family is registered once per registry, however many controllers share it (they
+    /// tell themselves apart by their labels): a registry with a family twice is not valid
+    /// exposition.
+    families: Arc<Families>,
+}
+
+#[derive(Default)]
+struct Families {
+    controller: OnceLock<ControllerMetrics>,
+    queue: OnceLock<Arc<PrometheusMetricsProvider>>,
+    leader: OnceLock<LeaderElectionMetrics>,
 }
 
 impl std::fmt::Debug for Health {
@@ -55,7 +69,33 @@ impl Health {
             registry: Arc::new(Mutex::new(registry)),
             ready: Arc::default(),
             leader,
+            families: Arc::default(),
         }
+    }
+
+    /// The reconcile metrics, registered on first use.
+    pub(crate) fn controller_metrics(&self) -> ControllerMetrics {
+        self.families
+            .controller
+            .get_or_init(|| ControllerMetrics::new(&mut self.registry.lock()))
+            .clone()
+    }
+
+    /// The work queue metrics, registered on first use.
+    pub(crate) fn queue_metrics(&self) -> Arc<PrometheusMetricsProvider> {
+        Arc::clone(
+            self.families.queue.get_or_init(|| {
+                Arc::new(PrometheusMetricsProvider::new(&mut self.registry.lock()))
+            }),
+        )
+    }
+
+    /// The leader election metrics, registered on first use.
+    pub(crate) fn leader_metrics(&self) -> LeaderElectionMetrics {
+        self.families
+            .leader
+            .get_or_init(|| LeaderElectionMetrics::new(&mut self.registry.lock()))
+            .clone()
     }
 
     /// The registry, to register more metrics.

@@ -13,8 +13,8 @@ pub struct Context {
     pub controller: String,
     /// How many times this key has failed in a row (client-go's `NumRequeues`).
     pub retries: usize,
-    /// Fires when the reconcile's time is up or the controller stops: long work should stop
-    /// then (the reconcile is dropped shortly after anyway).
+    /// Fires when the controller stops (or loses leadership): long work should wind up. A
+    /// reconcile that outlives its timeout is dropped at the deadline, without warning.
     pub cancel: CancellationToken,
 }
 

@@ -550,3 +550,46 @@ async fn the_endpoint_serves_metrics_health_and_readiness() {
     assert!(body.ends_with("# EOF\n"), "{body}");
     cancel.cancel();
 }
+
+#[tokio::test(start_paused = true)]
+async fn controllers_sharing_one_health_register_each_family_once() {
+    let (_server, client) = server().await;
+    let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    let health = Health::new(
+        Registry::default(),
+        HealthzAdaptor::new(Duration::from_secs(20)),
+    );
+    let cancel = CancellationToken::new();
+    let mut runs = Vec::new();
+    for (name, namespace) in [("first", "default"), ("second", "other")] {
+        let controller = Controller::new(name, factory.namespaced_informer::<ConfigMap>(namespace))
+            .health(health.clone());
+        let reconciler = Scripted {
+            seen: Arc::default(),
+            behaviour: Arc::new(|_, _| Behave::Ok),
+        };
+        let cancel = cancel.clone();
+        runs.push(tokio::spawn(async move {
+            controller.run(reconciler, cancel).await.unwrap()
+        }));
+    }
+    factory.start(&cancel);
+    eventually(Duration::from_secs(5), || {
+        let text = health.metrics_text();
+        text.contains(r#"controller_runtime_max_concurrent_reconciles{controller="first"} 1"#)
+            && text
+                .contains(r#"controller_runtime_max_concurrent_reconciles{controller="second"} 1"#)
+    })
+    .await;
+    let text = health.metrics_text();
+    assert_eq!(
+        text.matches("# TYPE controller_runtime_max_concurrent_reconciles gauge")
+            .count(),
+        1,
+        "{text}"
+    );
+    cancel.cancel();
+    for run in runs {
+        run.await.unwrap();
+    }
+}

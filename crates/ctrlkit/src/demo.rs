@@ -354,6 +354,8 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
             let killed = replicas.remove(index);
             println!("killing the leader, {}", killed.id);
             killed.run.abort();
+            // A dead process's informers die with it.
+            killed.cancel.cancel();
             let killed_at = Instant::now();
             // Scale every other Foo while nobody leads: the new leader has work waiting.
             for n in (0..options.foos).step_by(2) {

@@ -208,7 +208,26 @@ async fn apiserver(options: ApiserverOptions) -> ExitCode {
     };
     if let Some(path) = kubeconfig_out {
         let ca_data = generated.as_ref().map(SelfSignedTls::ca_data);
-        let contents = kubeconfig(&server.url(), ca_data.as_deref(), token.as_ref());
+        // A server bound to every address is reached, and certified, on loopback.
+        let url = if bind.is_unspecified() {
+            let loopback = if bind.is_ipv4() {
+                IpAddr::from([127, 0, 0, 1])
+            } else {
+                IpAddr::from(std::net::Ipv6Addr::LOCALHOST)
+            };
+            let scheme = if server.url().starts_with("https") {
+                "https"
+            } else {
+                "http"
+            };
+            format!(
+                "{scheme}://{}",
+                SocketAddr::new(loopback, server.address().port())
+            )
+        } else {
+            server.url()
+        };
+        let contents = kubeconfig(&url, ca_data.as_deref(), token.as_ref());
         if let Err(error) = write_private(&path, &contents) {
             eprintln!(
                 "error: cannot write the kubeconfig {}: {error}",
@@ -236,8 +255,12 @@ async fn main() -> ExitCode {
             namespace,
             kubeconfig,
         } => {
-            let kubeconfig =
-                kubeconfig.or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
+            let kubeconfig = kubeconfig.or_else(|| {
+                // KUBECONFIG may list several files; the first is the one to use here.
+                std::env::var_os("KUBECONFIG")
+                    .and_then(|paths| std::env::split_paths(&paths).next())
+                    .filter(|path| !path.as_os_str().is_empty())
+            });
             let options = demo::DemoOptions {
                 foos,
                 replicas: replicas.max(1),

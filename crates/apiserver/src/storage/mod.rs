@@ -752,7 +752,13 @@ impl Store {
             return Ok(());
         }
         let mut finalized = (*current).clone();
-        if let Some(finalizers) = finalized["spec"]["finalizers"].as_array_mut() {
+        // Looked up without indexing: an update may have left `spec` something other than an
+        // object, and indexing into that would panic the namespace controller.
+        if let Some(finalizers) = finalized
+            .get_mut("spec")
+            .and_then(|spec| spec.get_mut("finalizers"))
+            .and_then(Value::as_array_mut)
+        {
             finalizers.retain(|finalizer| finalizer != "kubernetes");
         }
         self.update(&kind, "", namespace, finalized, false)

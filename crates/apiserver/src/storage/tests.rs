@@ -528,3 +528,19 @@ fn a_namespace_whose_status_is_not_an_object_can_be_deleted() {
     };
     assert_eq!(marked["status"], json!({"phase": "Terminating"}));
 }
+
+#[test]
+fn a_namespace_updated_to_a_non_object_spec_is_still_finalized() {
+    let store = Store::default();
+    let namespaces = kind("namespaces");
+    store
+        .create(&namespaces, "", json!({"metadata": {"name": "odd"}}))
+        .unwrap();
+    // An update may leave `spec` a number; finalizing must not index into it.
+    let odd = json!({"metadata": {"name": "odd", "finalizers": ["example.com/hold"]}, "spec": 5});
+    store.update(&namespaces, "", "odd", odd, false).unwrap();
+    store.delete(&namespaces, "", "odd", None).unwrap();
+    store.finalize_namespace("odd").unwrap();
+    let held = store.get(&namespaces, "", "odd").unwrap();
+    assert_eq!(held["metadata"]["finalizers"], json!(["example.com/hold"]));
+}
