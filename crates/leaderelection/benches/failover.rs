@@ -45,10 +45,7 @@ impl tower_service::Service<http::Request<kube::client::Body>> for Counted {
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        tower_service::Service::<http::Request<kube::client::Body>>::poll_ready(
-            &mut self.inner,
-            cx,
-        )
+        tower_service::Service::<http::Request<kube::client::Body>>::poll_ready(&mut self.inner, cx)
     }
 
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
@@ -177,7 +174,12 @@ fn describe(durations: &[Duration]) -> String {
     )
 }
 
-async fn measure(watch_lock: bool, transport: Transport, handovers: usize, steady: Duration) -> Figures {
+async fn measure(
+    watch_lock: bool,
+    transport: Transport,
+    handovers: usize,
+    steady: Duration,
+) -> Figures {
     let server = Arc::new(ApiServer::start(ApiServerConfig::default()).await.unwrap());
     let mut election = Election {
         server,
