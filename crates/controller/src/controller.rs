@@ -49,7 +49,8 @@ pub enum ControllerError {
 pub type DeadLetter = Arc<dyn Fn(&str, &ReconcileError) + Send + Sync>;
 
 type Registration = Box<dyn FnOnce(&PriorityQueue<String>) -> Result<(), InformerError> + Send>;
-type Synced = Box<dyn Fn() -> bool + Send + Sync>;
+/// Waits until one informer has synced; `false` when cancelled first.
+type Synced = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, bool> + Send + Sync>;
 type QueueBuilder = PriorityQueueBuilder<String>;
 type Elect = Box<
     dyn FnOnce(
@@ -117,6 +118,16 @@ impl<K: Clone> Debug for Controller<K> {
     }
 }
 
+fn synced_by<C>(informer: SharedIndexInformer<C>) -> Synced
+where
+    C: Resource + Clone + Debug + Send + Sync + 'static,
+{
+    Box::new(move |cancel: CancellationToken| {
+        let informer = informer.clone();
+        async move { informer.wait_for_sync(&cancel).await }.boxed()
+    })
+}
+
 fn key_of<T: Resource>(object: &T) -> Option<String> {
     match meta_namespace_key(object) {
         Ok(key) => Some(key),
@@ -172,7 +183,7 @@ where
             name: name.to_owned(),
             informer,
             registrations: vec![registration],
-            synced: vec![Box::new(move || synced_informer.has_synced())],
+            synced: vec![synced_by(synced_informer)],
             workers: 1,
             reconcile_timeout: None,
             give_up: None,
@@ -237,7 +248,7 @@ where
                 )?;
                 Ok(())
             }));
-        self.synced.push(Box::new(move || informer.has_synced()));
+        self.synced.push(synced_by(informer));
         self
     }
 
@@ -329,15 +340,10 @@ where
         for registration in self.registrations {
             registration(&queue)?;
         }
-        let synced = self.synced;
-        let waiting = async {
-            while !synced.iter().all(|synced| synced()) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        };
-        tokio::select! {
-            () = waiting => {}
-            () = cancel.cancelled() => {
+        // Woken by each informer's own sync, not polled: a new leader or a restart starts
+        // reconciling the moment the caches are whole.
+        for synced in &self.synced {
+            if !synced(cancel.clone()).await {
                 queue.shut_down();
                 return Ok(());
             }
