@@ -22,12 +22,11 @@ fn find_kubectl(version: &str) -> PathBuf {
             return dir.join(&name);
         }
         let kubectl = dir.join("kubectl");
-        if let Ok(real) = std::fs::canonicalize(&kubectl) {
-            if let Some(beside) = real.parent().map(|parent| parent.join(&name)) {
-                if beside.is_file() {
-                    return beside;
-                }
-            }
+        if let Ok(real) = std::fs::canonicalize(&kubectl)
+            && let Some(beside) = real.parent().map(|parent| parent.join(&name))
+            && beside.is_file()
+        {
+            return beside;
         }
     }
     panic!(

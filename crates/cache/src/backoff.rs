@@ -62,10 +62,10 @@ impl Backoff {
     /// The next delay to wait.
     pub fn next_delay(&mut self) -> Duration {
         let now = Instant::now();
-        if let Some(last) = self.last_asked {
-            if now.saturating_duration_since(last) >= self.reset_after {
-                self.next = self.initial;
-            }
+        if let Some(last) = self.last_asked
+            && now.saturating_duration_since(last) >= self.reset_after
+        {
+            self.next = self.initial;
         }
         self.last_asked = Some(now);
         let base = self.next;

@@ -156,14 +156,13 @@ impl SharedInformerFactory {
             field_selector: self.field_selector.clone(),
         };
         let mut informers = self.informers.lock();
-        if let Some(entry) = informers.get(&key) {
-            if let Some(informer) = entry
+        if let Some(entry) = informers.get(&key)
+            && let Some(informer) = entry
                 .informer
                 .as_any()
                 .downcast_ref::<SharedIndexInformer<K>>()
-            {
-                return informer.clone();
-            }
+        {
+            return informer.clone();
         }
         // The URL names the informer in logs; the type keeps a typed and a dynamic informer
         // of one URL apart in `wait_for_cache_sync`'s answer.

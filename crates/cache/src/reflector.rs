@@ -501,10 +501,10 @@ where
             if let Err(source) = stored {
                 self.report_key_error(source);
             }
-            if let Some(resource_version) = resource_version {
-                if propagate_from_start || event_received_besides_added {
-                    self.set_last_sync_resource_version(&resource_version);
-                }
+            if let Some(resource_version) = resource_version
+                && (propagate_from_start || event_received_besides_added)
+            {
+                self.set_last_sync_resource_version(&resource_version);
             }
         }
         if event_count == 0 && start.elapsed() < Duration::from_secs(1) {

@@ -130,10 +130,10 @@ pub(crate) fn is_watch_error_retriable(err: &kube::Error) -> bool {
     }
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(err) = source {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
         }
         source = err.source();
     }

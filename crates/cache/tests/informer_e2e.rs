@@ -110,11 +110,11 @@ impl Recorder {
         let key = meta_namespace_key(cm).unwrap();
         let version = rv(cm);
         let mut seen = self.0.lock().unwrap();
-        if let Some(&(previous, _)) = seen.last.get(&key) {
-            if version < previous {
-                seen.regressions
-                    .push(format!("{key}: {previous} -> {version}"));
-            }
+        if let Some(&(previous, _)) = seen.last.get(&key)
+            && version < previous
+        {
+            seen.regressions
+                .push(format!("{key}: {previous} -> {version}"));
         }
         seen.last.insert(key, (version, deleted));
     }

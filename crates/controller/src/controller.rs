@@ -502,13 +502,13 @@ where
         key: &str,
         error: &ReconcileError,
     ) {
-        if let Some((max_retries, dead_letter)) = &self.give_up {
-            if item.num_requeues() >= *max_retries {
-                tracing::warn!(controller = %self.name, %key, %error, "giving up on the key");
-                dead_letter(key, error);
-                item.forget();
-                return;
-            }
+        if let Some((max_retries, dead_letter)) = &self.give_up
+            && item.num_requeues() >= *max_retries
+        {
+            tracing::warn!(controller = %self.name, %key, %error, "giving up on the key");
+            dead_letter(key, error);
+            item.forget();
+            return;
         }
         tracing::debug!(controller = %self.name, %key, %error, "reconcile failed; requeued with backoff");
         item.requeue_rate_limited();

@@ -99,10 +99,10 @@ impl Reconciler for Counted {
         if result.is_ok() {
             observed.keys.lock().insert(key.to_owned());
             let mut pending = observed.pending.lock();
-            if pending.get(key).is_some_and(|written| *written <= started) {
-                if let Some(written) = pending.remove(key) {
-                    observed.latencies.lock().push(written.elapsed());
-                }
+            if pending.get(key).is_some_and(|written| *written <= started)
+                && let Some(written) = pending.remove(key)
+            {
+                observed.latencies.lock().push(written.elapsed());
             }
         }
         result

@@ -294,11 +294,9 @@ where
             }
             let slot = Self::find_or_insert(&mut state, item, short);
             let mut rank = rank;
-            if cancel_wait {
-                if let Some((_, waited)) = state.slots[slot as usize].wait.take() {
-                    state.waiting -= 1;
-                    rank = B::merge(rank, waited);
-                }
+            if cancel_wait && let Some((_, waited)) = state.slots[slot as usize].wait.take() {
+                state.waiting -= 1;
+                rank = B::merge(rank, waited);
             }
             Self::mark_dirty(&mut state, slot, rank)
         };

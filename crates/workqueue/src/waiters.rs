@@ -18,13 +18,13 @@ impl Waiters {
     /// Parks the task of `waker` under the id in `slot`, giving it a new id if it has none or if its
     /// earlier entry was already woken (and so removed).
     pub(crate) fn park(&mut self, slot: &mut Option<u64>, waker: &Waker) {
-        if let Some(id) = *slot {
-            if let Some(entry) = self.parked.iter_mut().find(|(parked, _)| *parked == id) {
-                if !entry.1.will_wake(waker) {
-                    entry.1 = waker.clone();
-                }
-                return;
+        if let Some(id) = *slot
+            && let Some(entry) = self.parked.iter_mut().find(|(parked, _)| *parked == id)
+        {
+            if !entry.1.will_wake(waker) {
+                entry.1 = waker.clone();
             }
+            return;
         }
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);

@@ -196,11 +196,11 @@ impl Case {
             candidate(&api, lock_kind, self.observed, self.observed_raw, self.seen);
 
         let mut acquired = elector.try_acquire_or_renew().await;
-        if acquired != self.succeeds {
-            if let Some(wait) = self.retry_after {
-                tokio::time::sleep(wait).await;
-                acquired = elector.try_acquire_or_renew().await;
-            }
+        if acquired != self.succeeds
+            && let Some(wait) = self.retry_after
+        {
+            tokio::time::sleep(wait).await;
+            acquired = elector.try_acquire_or_renew().await;
         }
         assert_eq!(acquired, self.succeeds, "{label}: result");
 
