@@ -1,6 +1,7 @@
 //! Running the server: bind, serve, partition, restart, stop.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +18,8 @@ use crate::faults::Faults;
 use crate::in_process::InProcessService;
 use crate::link::Link;
 use crate::registry::Registry;
-use crate::rest::{App, RestConfig, handle};
-use crate::storage::{Store, StoreConfig};
+use crate::rest::{App, RestConfig, handle, serve_stored_crds};
+use crate::storage::{PersistError, Store, StoreConfig};
 use crate::tls::TlsConfig;
 
 /// How long a client has to complete the TLS handshake before its connection is dropped.
@@ -36,6 +37,9 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// The data directory could not be opened or recovered.
+    #[error("cannot open the data directory: {0}")]
+    Storage(#[from] PersistError),
 }
 
 /// How to run an API server.
@@ -50,6 +54,11 @@ pub struct ApiServerConfig {
     /// Serve HTTPS with this TLS configuration (see [`crate::tls`]); plain HTTP without it, the
     /// default.
     pub tls: Option<TlsConfig>,
+    /// Keep the objects in this directory, durably (see [`Store::open`]): every acknowledged
+    /// write survives a crash, and a server started on the directory again serves them with
+    /// their resourceVersions. In memory only without it, the default. The directory is locked
+    /// until the server and every [`InProcessService`] of it are dropped.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for ApiServerConfig {
@@ -59,6 +68,7 @@ impl Default for ApiServerConfig {
             store: StoreConfig::default(),
             rest: RestConfig::default(),
             tls: None,
+            data_dir: None,
         }
     }
 }
@@ -90,6 +100,19 @@ impl ApiServer {
     /// Binds and starts serving on the current Tokio runtime: HTTPS with
     /// [`ApiServerConfig::tls`], plain HTTP without.
     pub async fn start(config: ApiServerConfig) -> Result<Self, ServerError> {
+        // Recovery reads and fsyncs files: off the async worker threads.
+        let store = match config.data_dir.clone() {
+            Some(path) => {
+                let store_config = config.store;
+                let opened =
+                    tokio::task::spawn_blocking(move || Store::open(store_config, &path)).await;
+                match opened {
+                    Ok(opened) => opened?,
+                    Err(join) => std::panic::resume_unwind(join.into_panic()),
+                }
+            }
+            None => Store::new(config.store),
+        };
         let bind_error = |source| ServerError::Bind {
             address: config.address,
             source,
@@ -99,12 +122,13 @@ impl ApiServer {
             .map_err(bind_error)?;
         let address = listener.local_addr().map_err(bind_error)?;
         let app = Arc::new(App {
-            store: Store::new(config.store),
+            store,
             registry: Registry::default(),
             config: config.rest,
             address: address.to_string(),
             faults: Faults::default(),
         });
+        serve_stored_crds(&app);
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));
         let link = watch::Sender::new(Link::up());
         tokio::spawn(cluster_controllers(Arc::downgrade(&app), link.subscribe()));
@@ -319,13 +343,15 @@ async fn cluster_controllers(app: std::sync::Weak<App>, mut link: watch::Receive
         let Some(app) = app.upgrade() else {
             return;
         };
-        app.store.collect_garbage();
+        if let Err(error) = app.store.collect_garbage() {
+            tracing::debug!(%error, "the garbage collector cannot write");
+        }
         for namespace in app.store.terminating_namespaces() {
-            if app.store.delete_namespace_contents(&namespace) == 0 {
-                if let Err(error) = app.store.finalize_namespace(&namespace) {
-                    // Someone updated it meanwhile: the next tick tries again.
-                    tracing::debug!(%error, namespace, "could not finalize the namespace yet");
-                }
+            if app.store.delete_namespace_contents(&namespace) == Ok(0)
+                && let Err(error) = app.store.finalize_namespace(&namespace)
+            {
+                // Someone updated it meanwhile: the next tick tries again.
+                tracing::debug!(%error, namespace, "could not finalize the namespace yet");
             }
         }
     }

@@ -75,6 +75,12 @@ enum Command {
         /// certificate-authority-data.
         #[arg(long)]
         tls: bool,
+        /// Keep the objects in this directory (created if missing): a write-ahead log, fsynced
+        /// before each write is acknowledged, and snapshots. Started on it again, the server
+        /// serves every acknowledged object with its resourceVersion, and watches resume from
+        /// resourceVersions issued before. In memory only without it.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -115,6 +121,7 @@ struct ApiserverOptions {
     admin: bool,
     token: Option<BearerToken>,
     tls: bool,
+    data_dir: Option<PathBuf>,
 }
 
 /// The token of `--token-file`: the file's contents, trimmed. Errors name the file, never what
@@ -170,6 +177,7 @@ async fn apiserver(options: ApiserverOptions) -> ExitCode {
         admin,
         token,
         tls,
+        data_dir,
     } = options;
     if token.is_none() && !bind.is_loopback() {
         eprintln!(
@@ -199,6 +207,7 @@ async fn apiserver(options: ApiserverOptions) -> ExitCode {
     config.rest.admin = admin;
     config.rest.token = token.clone();
     config.tls = generated.as_ref().map(SelfSignedTls::tls);
+    config.data_dir = data_dir.clone();
     let server = match ApiServer::start(config).await {
         Ok(server) => server,
         Err(error) => {
@@ -206,6 +215,31 @@ async fn apiserver(options: ApiserverOptions) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let (Some(dir), Some(recovery)) = (&data_dir, server.store().recovery()) {
+        if let Some(tail) = &recovery.truncated {
+            eprintln!(
+                "warning: the log {} had a damaged tail ({}): cut at byte {}, {} bytes discarded",
+                tail.segment.display(),
+                tail.reason,
+                tail.offset,
+                tail.discarded
+            );
+        }
+        for (snapshot, reason) in &recovery.skipped_snapshots {
+            eprintln!(
+                "warning: the snapshot {} is unreadable ({reason}) and was passed over",
+                snapshot.display()
+            );
+        }
+        println!(
+            "data directory {}: resourceVersion {} (snapshot at {} with {} objects, {} changes replayed)",
+            dir.display(),
+            recovery.resource_version,
+            recovery.snapshot,
+            recovery.snapshot_objects,
+            recovery.replayed
+        );
+    }
     if let Some(path) = kubeconfig_out {
         let ca_data = generated.as_ref().map(SelfSignedTls::ca_data);
         // A server bound to every address is reached, and certified, on loopback.
@@ -284,6 +318,7 @@ async fn main() -> ExitCode {
             token,
             token_file,
             tls,
+            data_dir,
         } => {
             let token = match (token, token_file) {
                 (Some(token), _) => Some(token),
@@ -303,6 +338,7 @@ async fn main() -> ExitCode {
                 admin,
                 token,
                 tls,
+                data_dir,
             };
             apiserver(options).await
         }

@@ -98,6 +98,23 @@ pub(super) fn serve(app: &App, crd: &Value) {
     }
 }
 
+/// Serves every CRD already in the store (a durable store reopened): what a restarted
+/// kube-apiserver's apiextensions controllers do.
+pub(crate) fn serve_stored(app: &App) {
+    let Some(crds) = app
+        .registry
+        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    else {
+        return;
+    };
+    let (stored, _) = app.store.list(&crds, None);
+    for crd in stored {
+        if crd["metadata"].get("deletionTimestamp").is_none() {
+            serve(app, &crd);
+        }
+    }
+}
+
 /// Stops serving what `crd` defined.
 pub(super) fn stop_serving(app: &App, crd: &Value) {
     if let (Some(group), Some(plural)) = (

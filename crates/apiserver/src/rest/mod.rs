@@ -6,6 +6,7 @@
 
 mod admin;
 mod crd;
+pub(crate) use self::crd::serve_stored as serve_stored_crds;
 mod discovery;
 mod openapi;
 mod read;
@@ -111,29 +112,29 @@ fn parse_target(
     segments: &[&str],
 ) -> Result<Target, ApiError> {
     let find = |plural: &str| registry.find(group, version, plural);
-    if let ["namespaces", namespace, plural, rest @ ..] = segments {
-        if let Some(kind) = find(plural).filter(|kind| kind.namespaced) {
-            let namespace = namespace.to_string();
-            return match rest {
-                [] => Ok(Target::Collection {
-                    kind,
-                    namespace: Some(namespace),
-                }),
-                [name] => Ok(Target::Item {
-                    kind,
-                    namespace,
-                    name: name.to_string(),
-                    subresource: None,
-                }),
-                [name, subresource] => Ok(Target::Item {
-                    kind,
-                    namespace,
-                    name: name.to_string(),
-                    subresource: Some(subresource.to_string()),
-                }),
-                _ => Err(ApiError::not_found_path()),
-            };
-        }
+    if let ["namespaces", namespace, plural, rest @ ..] = segments
+        && let Some(kind) = find(plural).filter(|kind| kind.namespaced)
+    {
+        let namespace = namespace.to_string();
+        return match rest {
+            [] => Ok(Target::Collection {
+                kind,
+                namespace: Some(namespace),
+            }),
+            [name] => Ok(Target::Item {
+                kind,
+                namespace,
+                name: name.to_string(),
+                subresource: None,
+            }),
+            [name, subresource] => Ok(Target::Item {
+                kind,
+                namespace,
+                name: name.to_string(),
+                subresource: Some(subresource.to_string()),
+            }),
+            _ => Err(ApiError::not_found_path()),
+        };
     }
     let (plural, rest) = segments
         .split_first()
@@ -163,10 +164,10 @@ fn parse_target(
 /// The one handler of every request.
 pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     // Before anything else, the body included, as kube-apiserver's authentication filter.
-    if let Some(token) = &app.config.token {
-        if !token.authenticates(request.headers()) {
-            return ApiError::unauthorized().response();
-        }
+    if let Some(token) = &app.config.token
+        && !token.authenticates(request.headers())
+    {
+        return ApiError::unauthorized().response();
     }
     match route(&app, request).await {
         Ok(response) => response,

@@ -166,7 +166,7 @@ impl ApiError {
                 "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                 "retryAfterSeconds": 1,
             })),
-            StoreError::Expired { .. } | StoreError::BadRequest(_) => None,
+            StoreError::Expired { .. } | StoreError::BadRequest(_) | StoreError::Storage(_) => None,
         };
         Self {
             code: error.code(),
@@ -197,10 +197,10 @@ impl ApiError {
     /// The HTTP response.
     pub fn response(&self) -> Response {
         let mut response = json_response(self.code, &self.status());
-        if let Some(seconds) = self.retry_after {
-            if let Ok(value) = header::HeaderValue::from_str(&seconds.to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
-            }
+        if let Some(seconds) = self.retry_after
+            && let Ok(value) = header::HeaderValue::from_str(&seconds.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         response
     }

@@ -70,14 +70,14 @@ async fn object_body(
             fields.insert("kind".into(), json!(kind.kind));
         }
     }
-    if kind.namespaced {
-        if let Some(found) = object["metadata"]["namespace"].as_str() {
-            if !found.is_empty() && found != namespace {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-        }
+    if kind.namespaced
+        && let Some(found) = object["metadata"]["namespace"].as_str()
+        && !found.is_empty()
+        && found != namespace
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
     }
     Ok(object)
 }

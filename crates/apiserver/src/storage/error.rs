@@ -81,6 +81,9 @@ pub enum StoreError {
     /// 400: the request cannot be understood (e.g. a body that is not a JSON object).
     #[error("{0}")]
     BadRequest(String),
+    /// 500: the data directory of a durable store failed; the store takes no more writes.
+    #[error("storage failure: {0}")]
+    Storage(String),
 }
 
 fn causes_text(causes: &[Cause]) -> String {
@@ -105,6 +108,7 @@ impl StoreError {
             Self::Expired { .. } => 410,
             Self::TooLargeResourceVersion { .. } => 504,
             Self::BadRequest(_) => 400,
+            Self::Storage(_) => 500,
         }
     }
 
@@ -119,6 +123,7 @@ impl StoreError {
             Self::Expired { .. } => "Expired",
             Self::TooLargeResourceVersion { .. } => "Timeout",
             Self::BadRequest(_) => "BadRequest",
+            Self::Storage(_) => "InternalError",
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use super::meta::{has_finalizers, mark_deleted, metadata_mut};
-use super::{EventType, ResourceKey, State, Store};
+use super::{EventType, ResourceKey, State, Store, StoreError};
 
 /// The finalizer that holds an owner deleted in the foreground until its dependents are gone.
 pub const FOREGROUND_DELETION: &str = "foregroundDeletion";
@@ -42,10 +42,10 @@ pub(super) fn hold_for_dependents(metadata: &mut serde_json::Map<String, Value>)
     let finalizers = metadata
         .entry("finalizers")
         .or_insert_with(|| Value::Array(Vec::new()));
-    if let Some(finalizers) = finalizers.as_array_mut() {
-        if !finalizers.iter().any(|f| f == FOREGROUND_DELETION) {
-            finalizers.push(Value::String(FOREGROUND_DELETION.to_string()));
-        }
+    if let Some(finalizers) = finalizers.as_array_mut()
+        && !finalizers.iter().any(|f| f == FOREGROUND_DELETION)
+    {
+        finalizers.push(Value::String(FOREGROUND_DELETION.to_string()));
     }
 }
 
@@ -110,11 +110,17 @@ impl Store {
     /// dependents whose owners are all gone are deleted; references to gone owners are dropped
     /// from dependents that keep a live one; dependents of an owner deleted in the foreground are
     /// deleted, and the owner's `foregroundDeletion` finalizer is removed once none is left.
-    pub fn collect_garbage(&self) {
+    pub fn collect_garbage(&self) -> Result<(), StoreError> {
         if !self.gc_needed.swap(false, Ordering::AcqRel) {
-            return;
+            return Ok(());
         }
-        let mut state = self.state.lock();
+        let mut state = match self.lock_for_write() {
+            Ok(state) => state,
+            Err(error) => {
+                self.gc_needed.store(true, Ordering::Release);
+                return Err(error);
+            }
+        };
         let objects = every_object(&state);
         let live: HashSet<&str> = objects
             .iter()
@@ -197,5 +203,6 @@ impl Store {
             // whose dependents are still finalizing).
             self.gc_needed.store(true, Ordering::Release);
         }
+        self.publish(&mut state)
     }
 }

@@ -4,25 +4,34 @@
 //! Objects are kept as JSON (`serde_json::Value`) behind `Arc`s, so a read never copies one, and
 //! each change is serialized for watchers at most once however many receive it. All writes go
 //! through one lock, which makes the resourceVersion order the order watchers see.
+//!
+//! A store opened on a data directory ([`Store::open`]) is durable: each change is in its
+//! write-ahead log, fsynced, before the write returns or a watcher sees it, and a restart
+//! recovers every object with its resourceVersion, and the recent history for watches.
 
+mod data_dir;
 mod error;
 mod event;
 mod gc;
 mod meta;
+mod wal;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
+pub use self::data_dir::{PersistError, Recovery, TruncatedTail};
 pub use self::error::{Cause, StoreError};
 pub use self::event::{EventType, WatchEvent};
 pub use self::gc::{FOREGROUND_DELETION, Propagation};
 pub use self::watch::{Watch, WatchError};
 
+use self::data_dir::DataDir;
 use self::meta::{
     has_finalizers, mark_deleted, metadata_mut, name_causes, now_timestamp, random_suffix, spec_of,
 };
@@ -65,7 +74,8 @@ pub enum Deleted {
     Finalizing(Arc<Value>),
 }
 
-type Objects = BTreeMap<(String, String), Arc<Value>>;
+/// The objects of one resource by namespace and name.
+pub(crate) type Objects = BTreeMap<(String, String), Arc<Value>>;
 
 struct State {
     resource_version: u64,
@@ -73,6 +83,27 @@ struct State {
     history: VecDeque<Arc<WatchEvent>>,
     /// Changes up to this resourceVersion are no longer in `history`.
     compacted: u64,
+    /// Changes made under the lock that are not yet logged and sent to watchers, each with its
+    /// object's name; see [`Store::publish`].
+    unpublished: Vec<(Arc<WatchEvent>, String)>,
+    /// The data directory of a durable store.
+    data: Option<DataDir>,
+    /// Why the data directory stopped taking writes; the store is read-only from then on.
+    failed: Option<String>,
+}
+
+impl State {
+    fn empty() -> Self {
+        Self {
+            resource_version: 0,
+            objects: HashMap::new(),
+            history: VecDeque::new(),
+            compacted: 0,
+            unpublished: Vec::new(),
+            data: None,
+            failed: None,
+        }
+    }
 }
 
 /// The object store of the embedded API server.
@@ -104,29 +135,84 @@ pub struct Store {
     events: broadcast::Sender<Arc<WatchEvent>>,
     config: StoreConfig,
     namespaces: ResourceKind,
+    recovery: Option<Recovery>,
 }
 
 impl Store {
     /// An empty store with the namespaces every cluster starts with (`default`, `kube-system`,
     /// `kube-public`, `kube-node-lease`).
     pub fn new(config: StoreConfig) -> Self {
+        let store = Self::with_state(config, State::empty(), None);
+        store.create_default_namespaces();
+        store
+    }
+
+    /// A durable store on the data directory `path` (created if need be): the state it holds is
+    /// recovered (see [`Recovery`]), and every change from now on is in its write-ahead log,
+    /// fsynced, before the write returns or a watcher sees it. A new directory starts with the
+    /// namespaces of [`Store::new`].
+    ///
+    /// ```
+    /// use ctrlkit_apiserver::resource::builtin_resources;
+    /// use ctrlkit_apiserver::storage::{Store, StoreConfig};
+    ///
+    /// let dir = std::env::temp_dir().join(format!("ctrlkit-doc-{}", std::process::id()));
+    /// let configmaps = builtin_resources().into_iter().find(|r| r.plural == "configmaps").unwrap();
+    /// let written = {
+    ///     let store = Store::open(StoreConfig::default(), &dir).unwrap();
+    ///     let object = serde_json::json!({"metadata": {"name": "settings"}});
+    ///     store.create(&configmaps, "default", object).unwrap()
+    /// };
+    /// let reopened = Store::open(StoreConfig::default(), &dir).unwrap();
+    /// assert_eq!(reopened.get(&configmaps, "default", "settings").unwrap(), written);
+    /// assert!(reopened.recovery().unwrap().truncated.is_none());
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn open(config: StoreConfig, path: &Path) -> Result<Self, PersistError> {
+        let (data, recovered) = DataDir::open(path, &config)?;
+        let state = State {
+            resource_version: recovered.resource_version,
+            objects: recovered.objects,
+            history: recovered.history,
+            compacted: recovered.compacted,
+            unpublished: Vec::new(),
+            data: Some(data),
+            failed: None,
+        };
+        let fresh = state.resource_version == 0;
+        let store = Self::with_state(config, state, Some(recovered.report));
+        // Owners may have gone while their dependents stayed: let the collector look.
+        store
+            .gc_needed
+            .store(true, std::sync::atomic::Ordering::Release);
+        if fresh {
+            store.create_default_namespaces();
+        }
+        Ok(store)
+    }
+
+    /// What opening the data directory found and did; `None` for a store in memory only.
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.recovery.as_ref()
+    }
+
+    fn with_state(config: StoreConfig, state: State, recovery: Option<Recovery>) -> Self {
         let namespaces = builtin_resources()
             .into_iter()
             .find(|kind| kind.group.is_empty() && kind.plural == "namespaces")
             .unwrap_or_else(|| unreachable!("the built-in resources include namespaces"));
         let (events, _) = broadcast::channel(config.watch_buffer.max(1));
-        let store = Self {
+        Self {
             gc_needed: std::sync::atomic::AtomicBool::new(false),
-            state: Mutex::new(State {
-                resource_version: 0,
-                objects: HashMap::new(),
-                history: VecDeque::new(),
-                compacted: 0,
-            }),
+            state: Mutex::new(state),
             events,
             config,
             namespaces,
-        };
+            recovery,
+        }
+    }
+
+    fn create_default_namespaces(&self) {
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let namespace = serde_json::json!({
                 "apiVersion": "v1",
@@ -135,11 +221,13 @@ impl Store {
                 "spec": {"finalizers": ["kubernetes"]},
                 "status": {"phase": "Active"},
             });
-            let kind = store.namespaces.clone();
-            // A fixed, valid name in an empty store: this cannot fail.
-            let _ = store.create(&kind, "", namespace);
+            let kind = self.namespaces.clone();
+            // A fixed, valid name in an empty store: this fails only if the data directory does,
+            // and then every later write reports it.
+            if let Err(error) = self.create(&kind, "", namespace) {
+                tracing::error!(%error, namespace = name, "could not create a default namespace");
+            }
         }
-        store
     }
 
     /// The newest resourceVersion issued.
@@ -231,7 +319,7 @@ impl Store {
             object["status"] = serde_json::json!({"phase": "Active"});
         }
 
-        let mut state = self.state.lock();
+        let mut state = self.lock_for_write()?;
         if kind.namespaced {
             self.check_namespace(&state, kind, namespace, &given_name)?;
         }
@@ -258,14 +346,16 @@ impl Store {
         if let Ok(metadata) = metadata_mut(&mut object) {
             metadata.insert("name".into(), Value::String(name.clone()));
         }
-        Ok(self.commit(
+        let created = self.commit(
             &mut state,
             &kind.key(),
             namespace,
             &name,
             Some(object),
             EventType::Added,
-        ))
+        );
+        self.publish(&mut state)?;
+        Ok(created)
     }
 
     fn check_namespace(
@@ -403,7 +493,7 @@ impl Store {
             .filter(|rv| !rv.is_empty())
             .map(str::to_string);
 
-        let mut state = self.state.lock();
+        let mut state = self.lock_for_write()?;
         let key = (namespace.to_string(), name.to_string());
         let Some(old) = state
             .objects
@@ -457,13 +547,13 @@ impl Store {
             }
             new
         } else {
-            if kind.status_subresource {
-                if let Some(fields) = object.as_object_mut() {
-                    match old.get("status") {
-                        Some(status) => fields.insert("status".into(), status.clone()),
-                        None => fields.remove("status"),
-                    };
-                }
+            if kind.status_subresource
+                && let Some(fields) = object.as_object_mut()
+            {
+                match old.get("status") {
+                    Some(status) => fields.insert("status".into(), status.clone()),
+                    None => fields.remove("status"),
+                };
             }
             object
         };
@@ -515,29 +605,27 @@ impl Store {
                 EventType::Modified,
             );
             let removed = (*gone).clone();
-            return Ok((
-                self.commit(
-                    &mut state,
-                    &kind.key(),
-                    namespace,
-                    name,
-                    Some(removed),
-                    EventType::Deleted,
-                ),
-                false,
-            ));
-        }
-        Ok((
-            self.commit(
+            let deleted = self.commit(
                 &mut state,
                 &kind.key(),
                 namespace,
                 name,
-                Some(new),
-                EventType::Modified,
-            ),
-            false,
-        ))
+                Some(removed),
+                EventType::Deleted,
+            );
+            self.publish(&mut state)?;
+            return Ok((deleted, false));
+        }
+        let updated = self.commit(
+            &mut state,
+            &kind.key(),
+            namespace,
+            name,
+            Some(new),
+            EventType::Modified,
+        );
+        self.publish(&mut state)?;
+        Ok((updated, false))
     }
 
     /// Deletes the object `name`; with `precondition`, only if its resourceVersion is that one.
@@ -565,7 +653,7 @@ impl Store {
         propagation: Propagation,
     ) -> Result<Deleted, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
-        let mut state = self.state.lock();
+        let mut state = self.lock_for_write()?;
         let Some(old) = state
             .objects
             .get(&kind.key())
@@ -613,22 +701,25 @@ impl Store {
                 self.gc_needed
                     .store(true, std::sync::atomic::Ordering::Release);
             }
+            self.publish(&mut state)?;
             return Ok(Deleted::Finalizing(marked));
         }
-        if propagation == Propagation::Orphan {
-            if let Some(owner) = old["metadata"]["uid"].as_str() {
-                self.orphan_dependents(&mut state, owner);
-            }
+        if propagation == Propagation::Orphan
+            && let Some(owner) = old["metadata"]["uid"].as_str()
+        {
+            self.orphan_dependents(&mut state, owner);
         }
         let last = (*old).clone();
-        Ok(Deleted::Gone(self.commit(
+        let gone = self.commit(
             &mut state,
             &kind.key(),
             namespace,
             name,
             Some(last),
             EventType::Deleted,
-        )))
+        );
+        self.publish(&mut state)?;
+        Ok(Deleted::Gone(gone))
     }
 
     /// Records one change: a new resourceVersion on the object, the store updated, the event kept
@@ -675,9 +766,49 @@ impl Store {
                 state.compacted = dropped.resource_version;
             }
         }
-        // No receiver is not an error: nobody watches.
-        let _ = self.events.send(event);
+        state.unpublished.push((event, name.to_string()));
         object
+    }
+
+    /// Locks the state for a write; refused once the data directory has failed.
+    fn lock_for_write(&self) -> Result<parking_lot::MutexGuard<'_, State>, StoreError> {
+        let state = self.state.lock();
+        match &state.failed {
+            Some(reason) => Err(StoreError::Storage(reason.clone())),
+            None => Ok(state),
+        }
+    }
+
+    /// Logs the changes committed under the lock (appended and fsynced, in a durable store) and
+    /// only then sends them to watchers. Every write calls it before it lets go of the lock and
+    /// answers, so an acknowledged change is durable and a watcher never sees one that is not.
+    ///
+    /// If the log cannot be written the store turns read-only: the changes stay in memory (and
+    /// go to watchers, who see what reads see) but the write is answered with an error, and it
+    /// may or may not be there after a restart.
+    fn publish(&self, state: &mut State) -> Result<(), StoreError> {
+        if state.unpublished.is_empty() {
+            return Ok(());
+        }
+        let changes = std::mem::take(&mut state.unpublished);
+        let mut result = Ok(());
+        if let Some(data) = state.data.as_mut() {
+            if let Err(error) = data.append(&changes) {
+                let reason = format!("the write-ahead log cannot be written: {error}");
+                tracing::error!(%reason, "the store takes no more writes");
+                state.failed = Some(reason.clone());
+                result = Err(StoreError::Storage(reason));
+            } else if data.snapshot_due()
+                && let Err(error) = data.snapshot(state.resource_version, &state.objects)
+            {
+                tracing::warn!(%error, "could not write a snapshot; the log grows until the next one");
+            }
+        }
+        for (event, _) in changes {
+            // No receiver is not an error: nobody watches.
+            let _ = self.events.send(event);
+        }
+        result
     }
 
     /// The namespaces being deleted (marked, waiting for their contents to go).
@@ -695,8 +826,8 @@ impl Store {
 
     /// Deletes everything in `namespace` (objects with finalizers are only marked); returns how
     /// many objects are still there.
-    pub fn delete_namespace_contents(&self, namespace: &str) -> usize {
-        let mut state = self.state.lock();
+    pub fn delete_namespace_contents(&self, namespace: &str) -> Result<usize, StoreError> {
+        let mut state = self.lock_for_write()?;
         let namespaces = self.namespaces.key();
         let mut inside: Vec<(ResourceKey, String, Arc<Value>)> = Vec::new();
         for (resource, objects) in &state.objects {
@@ -740,7 +871,8 @@ impl Store {
                 );
             }
         }
-        remaining
+        self.publish(&mut state)?;
+        Ok(remaining)
     }
 
     /// Ends the deletion of an emptied namespace: its `kubernetes` finalizer is removed, and the

@@ -1,0 +1,400 @@
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::resource::{ResourceKind, builtin_resources};
+use crate::storage::{
+    Deleted, EventType, PersistError, Store, StoreConfig, StoreError, WatchStart,
+};
+
+fn kind(plural: &str) -> ResourceKind {
+    builtin_resources()
+        .into_iter()
+        .find(|kind| kind.plural == plural)
+        .unwrap()
+}
+
+fn configmap(name: &str, value: &str) -> serde_json::Value {
+    json!({"metadata": {"name": name}, "data": {"value": value}})
+}
+
+fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with(prefix))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn newest_segment(dir: &Path) -> PathBuf {
+    files(dir, "wal-").pop().unwrap()
+}
+
+#[test]
+fn a_reopened_store_has_every_object_with_its_resource_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let (kept, changed, version) = {
+        let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+        assert_eq!(store.recovery().unwrap().resource_version, 0);
+        let kept = store
+            .create(&configmaps, "default", configmap("kept", "1"))
+            .unwrap();
+        let changed = store
+            .create(&configmaps, "default", configmap("changed", "1"))
+            .unwrap();
+        let mut next = (*changed).clone();
+        next["data"]["value"] = json!("2");
+        let (changed, _) = store
+            .update(&configmaps, "default", "changed", next, false)
+            .unwrap();
+        store
+            .create(&configmaps, "default", configmap("gone", "1"))
+            .unwrap();
+        store.delete(&configmaps, "default", "gone", None).unwrap();
+        (kept, changed, store.resource_version())
+    };
+
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    let recovery = store.recovery().unwrap();
+    assert_eq!(recovery.resource_version, version);
+    assert_eq!(recovery.snapshot, 0);
+    assert_eq!(
+        recovery.replayed, version,
+        "every change since the empty start"
+    );
+    assert_eq!(recovery.truncated, None);
+    assert_eq!(store.resource_version(), version);
+    assert_eq!(store.get(&configmaps, "default", "kept").unwrap(), kept);
+    assert_eq!(
+        store.get(&configmaps, "default", "changed").unwrap(),
+        changed
+    );
+    assert!(matches!(
+        store.get(&configmaps, "default", "gone"),
+        Err(StoreError::NotFound { .. })
+    ));
+    // The default namespaces were created once, not again on reopening.
+    let (namespaces, _) = store.list(&kind("namespaces"), None);
+    assert_eq!(namespaces.len(), 4);
+
+    // The next write continues the resourceVersion sequence, and survives the next reopening.
+    let after = store
+        .create(&configmaps, "default", configmap("after", "1"))
+        .unwrap();
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        (version + 1).to_string()
+    );
+    drop(store);
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    assert_eq!(store.get(&configmaps, "default", "after").unwrap(), after);
+}
+
+#[tokio::test]
+async fn a_watch_resumes_across_a_reopening_with_exactly_the_later_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let resume_from = {
+        let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+        store
+            .create(&configmaps, "default", configmap("a", "1"))
+            .unwrap();
+        let from = store.resource_version();
+        let b = store
+            .create(&configmaps, "default", configmap("b", "1"))
+            .unwrap();
+        let mut next = (*b).clone();
+        next["data"]["value"] = json!("2");
+        store
+            .update(&configmaps, "default", "b", next, false)
+            .unwrap();
+        store.delete(&configmaps, "default", "a", None).unwrap();
+        from
+    };
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    let mut watch = store
+        .watch(&configmaps, Some("default"), WatchStart::After(resume_from))
+        .unwrap();
+    assert_eq!(watch.owed_len(), 3);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let event = watch.next().await.unwrap().unwrap();
+        seen.push((
+            event.event_type,
+            event.object["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            event.resource_version,
+        ));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            (EventType::Added, "b".to_string(), resume_from + 1),
+            (EventType::Modified, "b".to_string(), resume_from + 2),
+            (EventType::Deleted, "a".to_string(), resume_from + 3),
+        ]
+    );
+}
+
+#[test]
+fn a_torn_tail_is_truncated_to_the_last_good_record_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let version = {
+        let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+        store
+            .create(&configmaps, "default", configmap("a", "1"))
+            .unwrap();
+        store.resource_version()
+    };
+    let segment = newest_segment(dir.path());
+    let good_length = fs::metadata(&segment).unwrap().len();
+    // Half a record, as a crash in the middle of a write leaves it.
+    let mut frame = Vec::new();
+    crate::storage::wal::encode_frame(b"{\"rv\":99}\n{}", &mut frame);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap()
+        .write_all(&frame[..frame.len() / 2])
+        .unwrap();
+
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    let tail = store.recovery().unwrap().truncated.clone().unwrap();
+    assert_eq!(tail.segment, segment);
+    assert_eq!(tail.offset, good_length);
+    assert_eq!(tail.discarded, (frame.len() / 2) as u64);
+    assert!(tail.reason.contains("cut short"), "{}", tail.reason);
+    assert_eq!(fs::metadata(&segment).unwrap().len(), good_length);
+    assert_eq!(store.resource_version(), version);
+    assert!(store.get(&configmaps, "default", "a").is_ok());
+    // Writing goes on after the cut, and a third opening finds nothing to truncate.
+    store
+        .create(&configmaps, "default", configmap("b", "1"))
+        .unwrap();
+    drop(store);
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    assert_eq!(store.recovery().unwrap().truncated, None);
+    assert_eq!(store.resource_version(), version + 1);
+}
+
+#[test]
+fn a_corrupt_last_record_is_cut_and_the_ones_before_it_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let before_last = {
+        let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+        store
+            .create(&configmaps, "default", configmap("a", "1"))
+            .unwrap();
+        let length = fs::metadata(newest_segment(dir.path())).unwrap().len();
+        store
+            .create(&configmaps, "default", configmap("b", "1"))
+            .unwrap();
+        length
+    };
+    let segment = newest_segment(dir.path());
+    let mut bytes = fs::read(&segment).unwrap();
+    let last = bytes.len() - 10;
+    bytes[last] ^= 0x01;
+    fs::write(&segment, &bytes).unwrap();
+
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    let tail = store.recovery().unwrap().truncated.clone().unwrap();
+    assert_eq!(tail.offset, before_last);
+    assert!(tail.reason.contains("checksum"), "{}", tail.reason);
+    assert!(store.get(&configmaps, "default", "a").is_ok());
+    assert!(store.get(&configmaps, "default", "b").is_err());
+}
+
+#[test]
+fn snapshots_bound_the_log_and_keep_enough_history_for_watches() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let config = StoreConfig {
+        history: 10,
+        ..StoreConfig::default()
+    };
+    let version = {
+        let store = Store::open(config, dir.path()).unwrap();
+        for round in 0..50 {
+            let name = format!("cm-{}", round % 7);
+            match store.get(&configmaps, "default", &name) {
+                Ok(current) => {
+                    let mut next = (*current).clone();
+                    next["data"]["value"] = json!(round.to_string());
+                    store
+                        .update(&configmaps, "default", &name, next, false)
+                        .unwrap();
+                }
+                Err(_) => {
+                    store
+                        .create(&configmaps, "default", configmap(&name, "0"))
+                        .unwrap();
+                }
+            }
+        }
+        store.resource_version()
+    };
+    assert_eq!(version, 54, "4 namespaces and 50 writes");
+    let snapshots = files(dir.path(), "snapshot-");
+    assert_eq!(snapshots.len(), 2, "{snapshots:?}");
+    // Snapshots at 50 and 40; the segments after 40 stay, those before go.
+    assert!(snapshots[0].ends_with("snapshot-00000000000000000040.snap"));
+    assert!(snapshots[1].ends_with("snapshot-00000000000000000050.snap"));
+    let segments = files(dir.path(), "wal-");
+    assert_eq!(segments.len(), 2, "{segments:?}");
+    assert!(segments[0].ends_with("wal-00000000000000000041.log"));
+
+    let store = Store::open(config, dir.path()).unwrap();
+    let recovery = store.recovery().unwrap();
+    assert_eq!(recovery.snapshot, 40);
+    assert_eq!(recovery.replayed, 14);
+    assert_eq!(store.resource_version(), version);
+    for name in 0..7 {
+        assert!(
+            store
+                .get(&configmaps, "default", &format!("cm-{name}"))
+                .is_ok()
+        );
+    }
+    // History: the 10 newest changes; older ones are compacted.
+    assert_eq!(store.compacted(), version - 10);
+    assert!(
+        store
+            .watch(&configmaps, None, WatchStart::After(version - 10))
+            .is_ok()
+    );
+    assert!(matches!(
+        store.watch(&configmaps, None, WatchStart::After(version - 11)),
+        Err(StoreError::Expired { .. })
+    ));
+}
+
+#[test]
+fn damage_before_the_tail_is_an_error_not_a_silent_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let config = StoreConfig {
+        history: 10,
+        ..StoreConfig::default()
+    };
+    {
+        let store = Store::open(config, dir.path()).unwrap();
+        for index in 0..12 {
+            store
+                .create(
+                    &configmaps,
+                    "default",
+                    configmap(&format!("cm-{index}"), "0"),
+                )
+                .unwrap();
+        }
+    }
+    // Segments: 1..=10 (closed by the snapshot at 10) and 11.. (the newest).
+    let segments = files(dir.path(), "wal-");
+    assert_eq!(segments.len(), 2, "{segments:?}");
+    let mut bytes = fs::read(&segments[0]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    fs::write(&segments[0], &bytes).unwrap();
+
+    match Store::open(config, dir.path()) {
+        Err(PersistError::Corrupt { path, reason, .. }) => {
+            assert_eq!(path, segments[0]);
+            assert!(!reason.is_empty());
+        }
+        other => panic!("expected a corrupt-log error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_second_server_cannot_open_the_same_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    assert!(matches!(
+        Store::open(StoreConfig::default(), dir.path()),
+        Err(PersistError::Locked(_))
+    ));
+    drop(first);
+    assert!(Store::open(StoreConfig::default(), dir.path()).is_ok());
+}
+
+#[test]
+fn a_write_that_takes_two_changes_is_logged_as_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    {
+        let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+        let mut held = configmap("held", "1");
+        held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        store.create(&configmaps, "default", held).unwrap();
+        let Deleted::Finalizing(marked) =
+            store.delete(&configmaps, "default", "held", None).unwrap()
+        else {
+            panic!("a finalizer holds the object");
+        };
+        let mut released = (*marked).clone();
+        released["metadata"]["finalizers"] = json!([]);
+        // Removing the last finalizer of a deleted object: MODIFIED then DELETED.
+        let before = store.resource_version();
+        store
+            .update(&configmaps, "default", "held", released, false)
+            .unwrap();
+        assert_eq!(store.resource_version(), before + 2);
+    }
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    assert!(store.get(&configmaps, "default", "held").is_err());
+}
+
+#[test]
+fn leftover_temporary_snapshots_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(StoreConfig::default(), dir.path()).unwrap());
+    let tmp = dir.path().join("snapshot-00000000000000000009.snap.tmp");
+    fs::write(&tmp, b"half a snapshot").unwrap();
+    drop(Store::open(StoreConfig::default(), dir.path()).unwrap());
+    assert!(!tmp.exists());
+}
+
+#[test]
+fn an_unreadable_snapshot_is_passed_over_for_a_readable_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let config = StoreConfig {
+        history: 10,
+        ..StoreConfig::default()
+    };
+    let version = {
+        let store = Store::open(config, dir.path()).unwrap();
+        for index in 0..30 {
+            store
+                .create(
+                    &configmaps,
+                    "default",
+                    configmap(&format!("cm-{index}"), "0"),
+                )
+                .unwrap();
+        }
+        store.resource_version()
+    };
+    let snapshots = files(dir.path(), "snapshot-");
+    fs::write(&snapshots[0], b"garbage").unwrap();
+    let store = Store::open(config, dir.path()).unwrap();
+    let recovery = store.recovery().unwrap();
+    assert_eq!(recovery.skipped_snapshots.len(), 1);
+    assert_eq!(recovery.skipped_snapshots[0].0, snapshots[0]);
+    assert_eq!(store.resource_version(), version);
+    assert_eq!(store.list(&configmaps, Some("default")).0.len(), 30);
+}
