@@ -6,8 +6,9 @@
 //!   its last acknowledged write, and an object whose last acknowledged write deleted it is gone
 //!   (a write in flight at the kill may or may not have happened: either outcome is accepted);
 //! - the server's resourceVersion is at least the newest one it acknowledged;
-//! - a watch from a resourceVersion acknowledged before the kill delivers exactly the later
-//!   acknowledged writes, each with its resourceVersion.
+//! - a watch from a resourceVersion acknowledged before the kill (the killed run's first write,
+//!   its middle, and near its end) delivers exactly the later acknowledged writes, each with its
+//!   resourceVersion, or 410 Expired if it is more than the kept history (10,000 changes) back.
 //!
 //! `DURABILITY_WRITES` (10,000) writes in all, `DURABILITY_KILLS` (50) kills spread at random
 //! over them, `DURABILITY_WRITERS` (4) writers at once, `DURABILITY_SEED` to replay a run:
@@ -250,8 +251,22 @@ async fn writer(
     }
 }
 
-/// Checks the restarted server against the model; returns how many objects it compared.
-async fn verify(client: &kube::Client, model: &Model, resume_from: Option<&Acked>) -> usize {
+/// The history a restarted server keeps for watches: the store's default `history`.
+const HISTORY: u64 = 10_000;
+
+/// What one verification after a restart did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Verified {
+    objects: usize,
+    /// Watches resumed from before the kill, and the events they delivered.
+    resumed: usize,
+    events: usize,
+    /// Watches from further back than the kept history, answered 410 Expired as they must be.
+    expired: usize,
+}
+
+/// Checks the restarted server against the model, and watches resumed from `resume_from`.
+async fn verify(client: &kube::Client, model: &Model, resume_from: &[Acked]) -> Verified {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     let list = api.list(&ListParams::default()).await.unwrap();
     let list_rv: u64 = list
@@ -316,10 +331,20 @@ async fn verify(client: &kube::Client, model: &Model, resume_from: Option<&Acked
         );
     }
 
-    if let Some(from) = resume_from {
-        check_resumed_watch(&api, model, from, list_rv).await;
+    let mut verified = Verified {
+        objects: names.len(),
+        ..Verified::default()
+    };
+    for from in resume_from {
+        match check_resumed_watch(&api, model, from, list_rv).await {
+            Some(events) => {
+                verified.resumed += 1;
+                verified.events += events;
+            }
+            None => verified.expired += 1,
+        }
     }
-    names.len()
+    verified
 }
 
 fn newest_acked_for(model: &Model, name: &str) -> u64 {
@@ -335,7 +360,14 @@ fn newest_acked_for(model: &Model, name: &str) -> u64 {
 /// A watch from the acknowledged write `from` delivers every acknowledged write after it with
 /// its resourceVersion, in order, and every deletion sent after it; anything else it delivers
 /// is a write in flight at the kill (or a deletion whose order against `from` is unknown).
-async fn check_resumed_watch(api: &Api<ConfigMap>, model: &Model, from: &Acked, list_rv: u64) {
+/// Returns the events delivered, or `None` when the watch got 410 Expired, which only a
+/// resourceVersion more than [`HISTORY`] changes back may get.
+async fn check_resumed_watch(
+    api: &Api<ConfigMap>,
+    model: &Model,
+    from: &Acked,
+    list_rv: u64,
+) -> Option<usize> {
     let from_rv = from
         .rv
         .expect("resumed from a write with a resourceVersion");
@@ -352,6 +384,14 @@ async fn check_resumed_watch(api: &Api<ConfigMap>, model: &Model, from: &Acked, 
                 WatchEvent::Added(cm) | WatchEvent::Modified(cm) => (cm, false),
                 WatchEvent::Deleted(cm) => (cm, true),
                 WatchEvent::Bookmark(_) => continue,
+                WatchEvent::Error(status) if status.code == 410 => {
+                    assert!(
+                        list_rv - from_rv > HISTORY,
+                        "a watch from {from_rv}, {} changes back, got 410: {status:?}",
+                        list_rv - from_rv
+                    );
+                    return None;
+                }
                 WatchEvent::Error(status) => panic!("the resumed watch failed: {status:?}"),
             };
             let rv = rv_of(&cm.metadata);
@@ -370,40 +410,54 @@ async fn check_resumed_watch(api: &Api<ConfigMap>, model: &Model, from: &Acked, 
         assert!(event.rv > last, "resourceVersions go forward: {seen:?}");
         last = event.rv;
     }
+    let seen_writes: HashMap<u64, &str> = seen
+        .iter()
+        .filter(|event| !event.deleted)
+        .map(|event| (event.rv, event.name.as_str()))
+        .collect();
     for acked in &model.acked {
-        match acked.rv {
-            Some(rv) if rv > from_rv => assert!(
-                seen.iter()
-                    .any(|event| event.rv == rv && event.name == acked.name && !event.deleted),
+        if let Some(rv) = acked.rv.filter(|rv| *rv > from_rv) {
+            assert!(
+                seen_writes.get(&rv) == Some(&acked.name.as_str()),
                 "a watch from {from_rv} after the restart missed the acknowledged {acked:?}"
-            ),
-            None if acked.sent_seq >= from.ack_seq => {
-                let due = model
-                    .acked
-                    .iter()
-                    .filter(|other| {
-                        other.deleted && other.name == acked.name && other.sent_seq >= from.ack_seq
-                    })
-                    .count();
-                let delivered = seen
-                    .iter()
-                    .filter(|event| event.deleted && event.name == acked.name)
-                    .count();
-                assert!(
-                    delivered >= due,
-                    "a watch from {from_rv} delivered {delivered} deletions of {} for {due} acknowledged after it",
-                    acked.name
-                );
-            }
-            _ => {}
+            );
         }
     }
+    // Deletions sent after `from` was acknowledged: each must be delivered (per name, at least
+    // as many DELETED events as such deletions).
+    let mut due_deletes: HashMap<&str, usize> = HashMap::new();
+    for acked in &model.acked {
+        if acked.deleted && acked.sent_seq >= from.ack_seq {
+            *due_deletes.entry(acked.name.as_str()).or_default() += 1;
+        }
+    }
+    for (name, due) in due_deletes {
+        let delivered = seen
+            .iter()
+            .filter(|event| event.deleted && event.name == name)
+            .count();
+        assert!(
+            delivered >= due,
+            "a watch from {from_rv} delivered {delivered} deletions of {name} for {due} acknowledged after it"
+        );
+    }
+    let acked_writes: HashMap<u64, &str> = model
+        .acked
+        .iter()
+        .filter_map(|acked| acked.rv.map(|rv| (rv, acked.name.as_str())))
+        .collect();
+    let acked_deletes: std::collections::HashSet<&str> = model
+        .acked
+        .iter()
+        .filter(|acked| acked.deleted)
+        .map(|acked| acked.name.as_str())
+        .collect();
     for event in &seen {
-        let acknowledged = model.acked.iter().any(|acked| {
-            acked.name == event.name
-                && acked.deleted == event.deleted
-                && acked.rv.is_none_or(|rv| rv == event.rv)
-        });
+        let acknowledged = if event.deleted {
+            acked_deletes.contains(event.name.as_str())
+        } else {
+            acked_writes.get(&event.rv) == Some(&event.name.as_str())
+        };
         let in_flight = model.in_flight.iter().any(|flight| match flight {
             InFlight::Write { name, .. } => *name == event.name && !event.deleted,
             InFlight::Delete { name } => *name == event.name && event.deleted,
@@ -413,6 +467,7 @@ async fn check_resumed_watch(api: &Api<ConfigMap>, model: &Model, from: &Acked, 
             "a watch from {from_rv} delivered {event:?}, which no writer wrote"
         );
     }
+    Some(seen.len())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -438,8 +493,8 @@ async fn acknowledged_writes_survive_kill_9() {
     let mut total_acked = 0u64;
     let mut longest_start = Duration::ZERO;
     let mut truncations = 0;
+    let mut totals = Verified::default();
     let mut compared = 0;
-    let mut resume_from = None;
     // Acknowledged writes in all, across restarts: the writers' sequence.
     let acks = Arc::new(AtomicU64::new(0));
 
@@ -501,14 +556,17 @@ async fn acknowledged_writes_survive_kill_9() {
         model = Arc::try_unwrap(shared).ok().unwrap().into_inner().unwrap();
         let cycle_acks = acks.load(Ordering::Acquire) - cycle_start;
         total_acked += cycle_acks;
-        // Resume a watch from an acknowledged resourceVersion from the middle of this cycle.
+        // Resume watches from acknowledged resourceVersions of this run: its first write, its
+        // middle and near its end (the first two may be older than the kept history).
         let cycle_acked: Vec<&Acked> = model.acked[model.acked.len() - cycle_acks as usize..]
             .iter()
             .filter(|acked| acked.rv.is_some())
             .collect();
-        resume_from = cycle_acked
-            .get(cycle_acked.len() / 2)
-            .map(|acked| (*acked).clone());
+        let mut resume_from: Vec<Acked> = [0, cycle_acked.len() / 2, cycle_acked.len() * 9 / 10]
+            .iter()
+            .filter_map(|index| cycle_acked.get(*index).map(|acked| (*acked).clone()))
+            .collect();
+        resume_from.dedup();
 
         server = start(dir.path()).await;
         longest_start = longest_start.max(server.started_in);
@@ -519,7 +577,11 @@ async fn acknowledged_writes_survive_kill_9() {
         {
             truncations += 1;
         }
-        compared = verify(&server.client, &model, resume_from.as_ref()).await;
+        let verified = verify(&server.client, &model, &resume_from).await;
+        compared = verified.objects;
+        totals.resumed += verified.resumed;
+        totals.events += verified.events;
+        totals.expired += verified.expired;
         // What was in flight is settled now: take what the server has as the truth.
         settle_in_flight(&server.client, &mut model).await;
     }
@@ -528,11 +590,15 @@ async fn acknowledged_writes_survive_kill_9() {
     let elapsed = run_started.elapsed();
     println!(
         "durability: {total_acked} acknowledged writes, {kills} kills (SIGKILL), acknowledged writes lost 0, \
-         {compared} objects compared at the end, last watch resumed from resourceVersion {:?}, damaged tails truncated {truncations}, \
+         {compared} objects compared at the end, {} watches resumed from before a kill ({} events, none missed), \
+         {} older than the kept history answered 410, damaged tails truncated {truncations}, \
          slowest restart {longest_start:?}, {:.0} acknowledged writes/s, {elapsed:?} in all",
-        resume_from.and_then(|acked| acked.rv),
+        totals.resumed,
+        totals.events,
+        totals.expired,
         total_acked as f64 / elapsed.as_secs_f64()
     );
+    assert!(totals.resumed > 0, "no watch was resumed");
     assert!(total_acked >= writes, "{total_acked} < {writes}");
 }
 

@@ -345,7 +345,9 @@ impl DataDir {
             _lock: lock,
             segment,
             segment_path,
-            since_snapshot: resource_version.saturating_sub(snapshot),
+            // Counted from the newest snapshot, which may be newer than the one loaded.
+            since_snapshot: resource_version
+                .saturating_sub(listing.snapshots.last().copied().unwrap_or(snapshot)),
             snapshot_every: config.history.max(1) as u64,
             buffer: Vec::new(),
         };

@@ -398,3 +398,49 @@ fn an_unreadable_snapshot_is_passed_over_for_a_readable_one() {
     assert_eq!(store.resource_version(), version);
     assert_eq!(store.list(&configmaps, Some("default")).0.len(), 30);
 }
+
+#[test]
+fn after_a_reopening_the_next_snapshot_counts_from_the_newest_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let config = StoreConfig {
+        history: 10,
+        ..StoreConfig::default()
+    };
+    let create = |store: &Store, index: usize| {
+        store
+            .create(
+                &configmaps,
+                "default",
+                configmap(&format!("cm-{index}"), "0"),
+            )
+            .unwrap();
+    };
+    {
+        let store = Store::open(config, dir.path()).unwrap();
+        // 4 namespaces and 21 ConfigMaps: snapshots at 10 and 20, rv 25.
+        (0..21).for_each(|index| create(&store, index));
+    }
+    let store = Store::open(config, dir.path()).unwrap();
+    assert_eq!(store.recovery().unwrap().snapshot, 10);
+    // Four more (rv 29): no snapshot yet, though 19 changes follow the snapshot loaded.
+    (21..25).for_each(|index| create(&store, index));
+    let names: Vec<_> = files(dir.path(), "snapshot-")
+        .iter()
+        .map(|path| path.file_name().unwrap().to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "snapshot-00000000000000000010.snap",
+            "snapshot-00000000000000000020.snap"
+        ]
+    );
+    // The tenth change after the newest snapshot (rv 30) takes the next.
+    create(&store, 25);
+    assert!(
+        dir.path()
+            .join("snapshot-00000000000000000030.snap")
+            .exists()
+    );
+}
