@@ -56,6 +56,23 @@ pub enum DemoError {
     NoFailover(Duration),
 }
 
+/// An error with its causes, `outer: cause: root cause`, each said once: a connection error
+/// then shows why it failed (say, the server's certificate is not trusted), not only that it
+/// did.
+pub(crate) fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// What every replica's reconciles tell the demo.
 #[derive(Default)]
 struct Observed {
@@ -119,24 +136,24 @@ async fn connect(options: &DemoOptions) -> Result<(Client, Option<ApiServer>), D
     match &options.kubeconfig {
         Some(path) => {
             let kubeconfig =
-                Kubeconfig::read_from(path).map_err(|error| DemoError::Setup(error.to_string()))?;
+                Kubeconfig::read_from(path).map_err(|error| DemoError::Setup(describe(&error)))?;
             let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
-                .map_err(|error| DemoError::Setup(error.to_string()))?;
+                .map_err(|error| DemoError::Setup(describe(&error)))?;
             let client =
-                Client::try_from(config).map_err(|error| DemoError::Setup(error.to_string()))?;
+                Client::try_from(config).map_err(|error| DemoError::Setup(describe(&error)))?;
             Ok((client, None))
         }
         None => {
             let server = ApiServer::start(ApiServerConfig::default())
                 .await
-                .map_err(|error| DemoError::Setup(error.to_string()))?;
+                .map_err(|error| DemoError::Setup(describe(&error)))?;
             let url = server
                 .url()
                 .parse()
-                .map_err(|error: http::uri::InvalidUri| DemoError::Setup(error.to_string()))?;
+                .map_err(|error: http::uri::InvalidUri| DemoError::Setup(describe(&error)))?;
             let client = Client::try_from(Config::new(url))
-                .map_err(|error| DemoError::Setup(error.to_string()))?;
+                .map_err(|error| DemoError::Setup(describe(&error)))?;
             Ok((client, Some(server)))
         }
     }
@@ -295,7 +312,7 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
     }
     sample_controller::install_crd(client.clone(), Duration::from_secs(30))
         .await
-        .map_err(|error| DemoError::Setup(error.to_string()))?;
+        .map_err(|error| DemoError::Setup(describe(&error)))?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = Namespace {
         metadata: ObjectMeta {

@@ -279,8 +279,20 @@ async fn apiserver(options: ApiserverOptions) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Logs to stderr at the levels `RUST_LOG` asks for (`warn` by default), e.g.
+/// `RUST_LOG=debug` or `RUST_LOG=ctrlkit_controller=trace,info`.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    init_logging();
     match Cli::parse().command {
         Command::Demo {
             foos,
@@ -305,7 +317,7 @@ async fn main() -> ExitCode {
             match demo::run(options).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
-                    eprintln!("error: {error}");
+                    eprintln!("error: {}", demo::describe(&error));
                     ExitCode::FAILURE
                 }
             }
