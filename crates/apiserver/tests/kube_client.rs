@@ -593,3 +593,119 @@ async fn the_garbage_collector_honours_each_propagation_policy() {
             .is_empty()
     );
 }
+
+/// A paged list is one snapshot however the objects change between its pages; `Exact` (and a
+/// paged list with a resourceVersion and no match, as kube-apiserver keeps for older clients)
+/// reads the objects as they were; `NotOlderThan` reads the newest; a version no longer kept is
+/// 410 Expired.
+#[tokio::test]
+async fn lists_read_one_snapshot_and_exact_reads_the_past() {
+    use kube::api::VersionMatch;
+
+    let (server, client) = server().await;
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    for index in 0..6 {
+        configmaps
+            .create(
+                &PostParams::default(),
+                &configmap(&format!("cm-{index}"), &[("v", "1")]),
+            )
+            .await
+            .unwrap();
+    }
+    let first = configmaps
+        .list(&ListParams::default().limit(2))
+        .await
+        .unwrap();
+    let at = first.metadata.resource_version.clone().unwrap();
+    let mut names: Vec<String> = first
+        .items
+        .iter()
+        .map(|cm| cm.metadata.name.clone().unwrap())
+        .collect();
+    // Between the pages: one ahead of the cursor deleted, one created, one relabelled.
+    configmaps
+        .delete("cm-4", &DeleteParams::default())
+        .await
+        .unwrap();
+    configmaps
+        .create(&PostParams::default(), &configmap("cm-33", &[("v", "1")]))
+        .await
+        .unwrap();
+    configmaps
+        .patch(
+            "cm-5",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"v": "2"}}})),
+        )
+        .await
+        .unwrap();
+    let mut token = first.metadata.continue_;
+    while let Some(next) = token.filter(|token| !token.is_empty()) {
+        let page = configmaps
+            .list(&ListParams::default().limit(2).continue_token(&next))
+            .await
+            .unwrap();
+        assert_eq!(page.metadata.resource_version.as_deref(), Some(at.as_str()));
+        for cm in &page.items {
+            assert_eq!(
+                kube::ResourceExt::labels(cm)["v"],
+                "1",
+                "{:?} is from after the snapshot",
+                cm.metadata.name
+            );
+        }
+        names.extend(
+            page.items
+                .iter()
+                .map(|cm| cm.metadata.name.clone().unwrap()),
+        );
+        token = page.metadata.continue_;
+    }
+    assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4", "cm-5"]);
+
+    let names_of = |list: &kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+        list.items
+            .iter()
+            .map(|cm| cm.metadata.name.clone().unwrap())
+            .collect()
+    };
+    let exact = configmaps
+        .list(&ListParams::default().at(&at).matching(VersionMatch::Exact))
+        .await
+        .unwrap();
+    assert_eq!(
+        exact.metadata.resource_version.as_deref(),
+        Some(at.as_str())
+    );
+    assert_eq!(names_of(&exact).len(), 6);
+    assert!(names_of(&exact).contains(&"cm-4".to_string()));
+    let legacy = configmaps
+        .list(&ListParams::default().at(&at).limit(100))
+        .await
+        .unwrap();
+    assert_eq!(names_of(&legacy), names_of(&exact));
+    let newest = configmaps
+        .list(
+            &ListParams::default()
+                .at(&at)
+                .matching(VersionMatch::NotOlderThan),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        newest.metadata.resource_version.clone().unwrap(),
+        server.store().resource_version().to_string()
+    );
+    assert!(names_of(&newest).contains(&"cm-33".to_string()));
+    assert!(!names_of(&newest).contains(&"cm-4".to_string()));
+
+    server.store().compact(server.store().resource_version());
+    let expired = api_error(
+        configmaps
+            .list(&ListParams::default().at(&at).matching(VersionMatch::Exact))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((expired.code, expired.reason.as_str()), (410, "Expired"));
+}

@@ -127,40 +127,44 @@ pub(super) fn list(
         .as_ref()
         .map(|(_, start)| start.split_once('/').unwrap_or(("", start.as_str())));
     let unselective = labels.is_empty() && fields.is_empty();
-    let page = app
-        .store
-        .list_page(kind, namespace, after, limit, unselective, |item| {
-            labels.matches(item) && fields.matches(item)
-        });
-    let current = page.resource_version;
-    if !version.is_empty() && version != "0" {
-        let requested = not_newer_than(version, current, kind)?;
-        if version_match == Some("Exact") && requested != current {
-            // Serving an older exact version needs the store's snapshots (not kept yet).
-            return Err(ApiError::from_store(
-                &StoreError::Expired {
-                    requested,
-                    oldest: current,
-                },
-                Some(kind),
-            ));
-        }
-    }
-    let list_version = match continued {
-        Some((version, _)) => {
-            if version < app.store.compacted() {
-                return Err(ApiError {
+    let select = |item: &Value| labels.matches(item) && fields.matches(item);
+    // As of which resourceVersion the list is read: a continued list at its first page's, so the
+    // pages are one consistent snapshot; `Exact` (and, as kube-apiserver keeps for older clients,
+    // a paged list with a resourceVersion and no match) at the one asked for; otherwise the
+    // newest.
+    let current = app.store.resource_version();
+    let requested = match version {
+        "" | "0" => None,
+        version => Some(not_newer_than(version, current, kind)?),
+    };
+    let exact = match version_match {
+        Some("Exact") => requested,
+        None | Some("") if limit > 0 => requested,
+        _ => None,
+    };
+    let page = match (&continued, exact) {
+        (Some((at, _)), _) => app
+            .store
+            .list_page_at(kind, namespace, after, limit, unselective, *at, select)
+            .map_err(|error| match error {
+                StoreError::Expired { .. } => ApiError {
                     code: 410,
                     reason: "Expired",
                     message: "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_string(),
                     details: None,
                     retry_after: None,
-                });
-            }
-            version
-        }
-        None => current,
+                },
+                other => ApiError::from_store(&other, Some(kind)),
+            })?,
+        (None, Some(at)) => app
+            .store
+            .list_page_at(kind, namespace, after, limit, unselective, at, select)
+            .map_err(|error| ApiError::from_store(&error, Some(kind)))?,
+        (None, None) => app
+            .store
+            .list_page(kind, namespace, after, limit, unselective, select),
     };
+    let list_version = page.resource_version;
     let (more, remaining) = (page.more, page.remaining);
     let page = page.items;
     let mut metadata = json!({"resourceVersion": list_version.to_string()});

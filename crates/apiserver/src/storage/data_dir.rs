@@ -430,13 +430,10 @@ fn apply(objects: &mut HashMap<ResourceKey, Objects>, record: wal::Record) -> Ar
     let object = Arc::new(record.object);
     let stored = objects.entry(resource.clone()).or_default();
     let previous = match record.event_type {
-        EventType::Deleted => {
-            stored.remove(&key);
-            None
-        }
+        EventType::Deleted => stored.remove(&key),
         EventType::Added | EventType::Modified => stored.insert(key, Arc::clone(&object)),
     };
-    let previous = previous.filter(|_| record.event_type == EventType::Modified);
+    let previous = previous.filter(|_| record.event_type != EventType::Added);
     Arc::new(WatchEvent::new(
         record.event_type,
         resource,

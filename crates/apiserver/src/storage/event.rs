@@ -42,8 +42,9 @@ pub struct WatchEvent {
     pub resource_version: u64,
     /// The object after the change (its last state for a deletion).
     pub object: Arc<Value>,
-    /// The object before the change, for a modification (a filtered watch turns a change in or
-    /// out of its selection into an `ADDED` or `DELETED`).
+    /// The object before the change, for a modification or a deletion: a filtered watch turns a
+    /// change in or out of its selection into an `ADDED` or `DELETED`, and a list as of an earlier
+    /// resourceVersion undoes the change.
     pub previous: Option<Arc<Value>>,
     line: OnceLock<Bytes>,
 }

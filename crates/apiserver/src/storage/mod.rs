@@ -9,6 +9,7 @@
 //! write-ahead log, fsynced, before the write returns or a watcher sees it, and a restart
 //! recovers every object with its resourceVersion, and the recent history for watches.
 
+mod as_of;
 mod data_dir;
 mod error;
 mod event;
@@ -747,7 +748,7 @@ impl Store {
         } else {
             objects.insert(key, Arc::clone(&object))
         };
-        let previous = previous.filter(|_| event_type == EventType::Modified);
+        let previous = previous.filter(|_| event_type != EventType::Added);
         if event_type == EventType::Deleted {
             self.gc_needed
                 .store(true, std::sync::atomic::Ordering::Release);
