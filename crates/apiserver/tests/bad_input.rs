@@ -327,3 +327,34 @@ async fn bodies_that_panicked_a_handler_are_answered() {
         .unwrap();
     assert!(kept.contains("\"name\":\"kept\""));
 }
+
+/// A body that breaks off (an invalid chunk in a chunked body) is a 400 saying so, not the 413
+/// of a body over the size limit, and the server keeps serving.
+#[tokio::test]
+async fn a_broken_body_is_a_bad_request_not_too_large() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (server, client) = server().await;
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .unwrap();
+    let request = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n\
+                   Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\
+                   5\r\n{\"met\r\nzz-not-a-chunk-size\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 400"), "{response}");
+    assert!(
+        response.contains("the request body could not be read"),
+        "{response}"
+    );
+    // Still serving.
+    client
+        .request_text(post(
+            "/api/v1/namespaces/default/configmaps",
+            r#"{"metadata":{"name":"after"}}"#,
+        ))
+        .await
+        .unwrap();
+}

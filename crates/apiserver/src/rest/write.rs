@@ -11,12 +11,22 @@ use crate::patch::{json_patch, merge_patch};
 use crate::resource::ResourceKind;
 use crate::storage::{Deleted, Propagation};
 
-/// Reads the request body, refusing one over the size limit.
+/// Reads the request body: 413 for one over the size limit, 400 for one that could not be
+/// read (the client went away, the chunked encoding was broken).
 async fn body_bytes(app: &App, request: Request) -> Result<bytes::Bytes, ApiError> {
     let limit = app.config.max_body_bytes;
     axum::body::to_bytes(request.into_body(), limit)
         .await
-        .map_err(|_| ApiError::too_large(limit))
+        .map_err(|error| {
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+            while let Some(current) = cause {
+                if current.is::<http_body_util::LengthLimitError>() {
+                    return ApiError::too_large(limit);
+                }
+                cause = current.source();
+            }
+            ApiError::bad_request(format!("the request body could not be read: {error}"))
+        })
 }
 
 fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
