@@ -90,7 +90,7 @@ pub struct ApiServer {
     router: Router,
     /// Partitions, restarts and shutdown, watched by the listener task and every
     /// [`InProcessService`].
-    link: watch::Sender<Link>,
+    link: Arc<watch::Sender<Link>>,
     task: Option<JoinHandle<()>>,
     /// Whether it serves HTTPS.
     tls: bool,
@@ -121,16 +121,17 @@ impl ApiServer {
             .await
             .map_err(bind_error)?;
         let address = listener.local_addr().map_err(bind_error)?;
+        let link = Arc::new(watch::Sender::new(Link::up()));
         let app = Arc::new(App {
             store,
             registry: Registry::default(),
             config: config.rest,
             address: address.to_string(),
             faults: Faults::default(),
+            link: Arc::clone(&link),
         });
         serve_stored_crds(&app);
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));
-        let link = watch::Sender::new(Link::up());
         tokio::spawn(cluster_controllers(Arc::downgrade(&app), link.subscribe()));
         let tls = config.tls.is_some();
         let acceptor = config

@@ -241,3 +241,70 @@ async fn held_watches_start_on_release_and_replay_the_backlog() {
         .collect();
     assert_eq!(names, ["second", "third", "fourth"]);
 }
+
+/// `POST /admin/faults/partition?seconds=S` and `/admin/faults/restart-listener`, for tests that
+/// drive the binary: answered first, then every connection is dropped; a partition refuses new
+/// connections until it ends, a restart accepts at once; the state is intact after both.
+#[tokio::test]
+async fn the_admin_endpoint_partitions_and_restarts_the_listener() {
+    let mut config = ApiServerConfig::default();
+    config.rest.admin = true;
+    let server = ApiServer::start(config).await.unwrap();
+    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(client);
+    configmaps
+        .create(&PostParams::default(), &configmap("kept"))
+        .await
+        .unwrap();
+
+    // A watch open at the partition is cut.
+    let mut watch = configmaps
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    assert!(watch.try_next().await.unwrap().is_some()); // the ADDED of "kept"
+    assert_eq!(
+        raw_post(&server, "/admin/faults/partition?seconds=1.5")
+            .await
+            .0,
+        200
+    );
+    let cut = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(Ok(_)) = watch.next().await {}
+    })
+    .await;
+    assert!(cut.is_ok(), "the partition ends open watches");
+    let refused_at = Instant::now();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        raw_get(&server, CONFIGMAPS).await.is_err(),
+        "connections are refused during the partition"
+    );
+    // Then the same address serves again, with the state intact.
+    let healed = loop {
+        if let Ok((200, response)) = raw_get(&server, CONFIGMAPS).await {
+            break response;
+        }
+        assert!(
+            refused_at.elapsed() < Duration::from_secs(10),
+            "never healed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(healed.contains("\"name\":\"kept\""));
+
+    assert_eq!(
+        raw_post(&server, "/admin/faults/restart-listener").await.0,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(raw_get(&server, CONFIGMAPS).await.unwrap().0, 200);
+    assert_eq!(
+        raw_post(&server, "/admin/faults/partition?seconds=-1")
+            .await
+            .0,
+        400
+    );
+    assert_eq!(raw_post(&server, "/admin/faults/partition").await.0, 400);
+}

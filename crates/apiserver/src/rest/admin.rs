@@ -8,7 +8,14 @@
 //!   or `…&delayMs=D`: fault the next N matching requests;
 //! - `POST /admin/faults/hold-watches`, `POST /admin/faults/release-watches`: make new watches
 //!   wait, then let them start;
+//! - `POST /admin/faults/partition?seconds=S`: a partition of S seconds (fractions allowed), as
+//!   [`ApiServer::partition`](crate::ApiServer::partition): every connection dropped and new
+//!   ones refused, then the same address again with the state intact;
+//! - `POST /admin/faults/restart-listener`: every connection dropped, new ones accepted at once;
 //! - `POST /admin/faults/clear`: forget pending faults and release held watches.
+//!
+//! A partition or restart begins [`LINK_CHANGE_DELAY`] after its answer, so that the answer
+//! reaches the caller before its own connection is dropped.
 
 use std::time::Duration;
 
@@ -18,6 +25,19 @@ use serde_json::json;
 use super::status::{ApiError, json_response};
 use super::{App, Query};
 use crate::faults::Fault;
+use crate::link::Link;
+
+/// How long after answering a partition or restart request it begins.
+pub(crate) const LINK_CHANGE_DELAY: Duration = Duration::from_millis(100);
+
+/// Partitions the server for `duration` (zero: a listener restart) once the answer is out.
+fn change_link_soon(app: &App, duration: Duration) {
+    let link = std::sync::Arc::clone(&app.link);
+    tokio::spawn(async move {
+        tokio::time::sleep(LINK_CHANGE_DELAY).await;
+        link.send_modify(|link: &mut Link| link.partition(duration));
+    });
+}
 
 fn number(query: &Query, name: &str) -> Result<Option<u64>, ApiError> {
     query
@@ -40,6 +60,20 @@ pub(super) fn handle(app: &App, action: &str, query: &Query) -> Result<Response,
         "hold-watches" => app.faults.hold_watches(),
         "release-watches" => app.faults.release_watches(),
         "clear" => app.faults.clear(),
+        "partition" => {
+            let seconds = query
+                .get("seconds")
+                .map(|value| value.parse::<f64>())
+                .transpose()
+                .ok()
+                .flatten()
+                .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+                .ok_or_else(|| {
+                    ApiError::bad_request("give seconds=S, a number of seconds (0 or more)")
+                })?;
+            change_link_soon(app, Duration::from_secs_f64(seconds.min(86_400.0 * 365.0)));
+        }
+        "restart-listener" => change_link_soon(app, Duration::ZERO),
         "fail" => {
             let count = number(query, "count")?.unwrap_or(1);
             let fault = match (number(query, "status")?, number(query, "delayMs")?) {

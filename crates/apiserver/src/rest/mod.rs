@@ -72,6 +72,8 @@ pub struct App {
     pub address: String,
     /// The fault hooks.
     pub faults: Faults,
+    /// Partitions, restarts and shutdown, for the admin endpoint's partition and restart.
+    pub(crate) link: std::sync::Arc<tokio::sync::watch::Sender<crate::link::Link>>,
 }
 
 /// What a resource URL names.
@@ -209,6 +211,7 @@ async fn route(app: &Arc<App>, request: Request) -> Result<Response, ApiError> {
             discovery::resources(&app.registry, group, version)
                 .ok_or_else(ApiError::not_found_path)?,
         ),
+        ["openapi", "v2"] if method == Method::GET => Ok(openapi::v2(request.headers())),
         ["openapi", "v3"] => get_only(openapi::index(&app.registry)),
         ["openapi", "v3", "api", version] => get_only(
             openapi::group_version(&app.registry, "", version)
