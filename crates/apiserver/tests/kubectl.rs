@@ -37,9 +37,6 @@ fn find_kubectl(version: &str) -> PathBuf {
 struct Kubectl {
     binary: PathBuf,
     kubeconfig: PathBuf,
-    /// kubectl before 1.28 validates with OpenAPI v2 in protobuf, which the server does not
-    /// serve yet: those versions create with `--validate=false`.
-    needs_validate_false: bool,
 }
 
 impl Kubectl {
@@ -60,13 +57,10 @@ impl Kubectl {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// `kubectl create -f`, with kubectl's default validation (before 1.28 it first needs the
+    /// OpenAPI v2 document in protobuf).
     async fn create(&self, file: &Path) -> String {
-        let file = file.to_str().unwrap();
-        if self.needs_validate_false {
-            self.run(&["create", "-f", file, "--validate=false"]).await
-        } else {
-            self.run(&["create", "-f", file]).await
-        }
+        self.run(&["create", "-f", file.to_str().unwrap()]).await
     }
 }
 
@@ -91,7 +85,6 @@ async fn scenario(version: &str) {
     let kubectl = Kubectl {
         binary: find_kubectl(version),
         kubeconfig,
-        needs_validate_false: version == "1.27",
     };
     let kinds = builtin_resources();
     let configmaps = kinds.iter().find(|k| k.plural == "configmaps").unwrap();
@@ -203,13 +196,7 @@ async fn scenario(version: &str) {
         (&custom, "foo.samplecontroller.k8s.io/example created"),
     ] {
         let file = file.to_str().unwrap();
-        let output = if kubectl.needs_validate_false {
-            kubectl
-                .run(&["apply", "-f", file, "--validate=false"])
-                .await
-        } else {
-            kubectl.run(&["apply", "-f", file]).await
-        };
+        let output = kubectl.run(&["apply", "-f", file]).await;
         assert!(output.contains(created), "{output}");
     }
     let fetched: serde_json::Value = serde_json::from_str(

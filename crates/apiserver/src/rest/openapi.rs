@@ -4,7 +4,14 @@
 //!
 //! The schemas are open (`x-kubernetes-preserve-unknown-fields`): they name each kind for kubectl
 //! without describing its fields.
+//!
+//! OpenAPI v2 is an empty document (no paths, no definitions), in JSON or, as kubectl before
+//! 1.28 asks for it, in gnostic's protobuf encoding: such kubectl refuses to validate without a
+//! v2 document it can decode, then learns from v3 that the server validates, and finds no v2
+//! schema to check against on its own.
 
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use crate::registry::Registry;
@@ -16,6 +23,62 @@ fn group_version_path(group: &str, version: &str) -> String {
     } else {
         format!("apis/{group}/{version}")
     }
+}
+
+/// The media type kube-apiserver answers protobuf OpenAPI v2 with (a dot where the request's
+/// has `@`, which Go's media type parser refuses).
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// The title and version the v2 document's `info` carries.
+const V2_TITLE: &str = "Kubernetes";
+const V2_VERSION: &str = "v1.33.0-ctrlkit";
+
+/// `/openapi/v2`: protobuf when the request accepts it, JSON otherwise.
+pub fn v2(headers: &HeaderMap) -> Response {
+    let protobuf = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|accept| accept.contains("protobuf"));
+    if protobuf {
+        let mut response = Response::new(axum::body::Body::from(v2_protobuf()));
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(V2_PROTOBUF));
+        response
+    } else {
+        super::status::json_response(
+            200,
+            &json!({"swagger": "2.0", "info": {"title": V2_TITLE, "version": V2_VERSION}, "paths": {}}),
+        )
+    }
+}
+
+/// gnostic's `openapi.v2.Document` with `swagger` (field 1) and `info` (field 2: `title` 1,
+/// `version` 2) set, in protobuf's wire format.
+fn v2_protobuf() -> Vec<u8> {
+    let mut info = Vec::new();
+    length_delimited(1, V2_TITLE.as_bytes(), &mut info);
+    length_delimited(2, V2_VERSION.as_bytes(), &mut info);
+    let mut document = Vec::new();
+    length_delimited(1, b"2.0", &mut document);
+    length_delimited(2, &info, &mut document);
+    document
+}
+
+/// One length-delimited field (wire type 2): key, length, bytes.
+fn length_delimited(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
+    varint(u64::from(field << 3 | 2), out);
+    varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
+}
+
+fn varint(mut value: u64, out: &mut Vec<u8>) {
+    while value >= 0x80 {
+        out.push((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
 }
 
 /// `/openapi/v3`: where each group version's document is.
@@ -102,4 +165,47 @@ pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<
         "paths": paths,
         "components": {"schemas": schemas},
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_v2_protobuf_document_is_swagger_and_info() {
+        let mut expected = vec![0x0a, 3];
+        expected.extend_from_slice(b"2.0");
+        expected.extend_from_slice(&[0x12, 29, 0x0a, 10]);
+        expected.extend_from_slice(b"Kubernetes");
+        expected.extend_from_slice(&[0x12, 15]);
+        expected.extend_from_slice(b"v1.33.0-ctrlkit");
+        assert_eq!(v2_protobuf(), expected);
+    }
+
+    #[test]
+    fn varints_take_seven_bits_a_byte() {
+        let encoded = |value| {
+            let mut out = Vec::new();
+            varint(value, &mut out);
+            out
+        };
+        assert_eq!(encoded(1), [1]);
+        assert_eq!(encoded(127), [127]);
+        assert_eq!(encoded(128), [0x80, 1]);
+        assert_eq!(encoded(300), [0xac, 0x02]);
+    }
+
+    #[test]
+    fn v2_answers_protobuf_only_to_who_asks_for_it() {
+        let mut headers = HeaderMap::new();
+        let json = v2(&headers);
+        assert_eq!(json.headers()[header::CONTENT_TYPE], "application/json");
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static(
+                "application/com.github.proto-openapi.spec.v2@v1.0+protobuf, application/json",
+            ),
+        );
+        assert_eq!(v2(&headers).headers()[header::CONTENT_TYPE], V2_PROTOBUF);
+    }
 }

@@ -42,7 +42,9 @@ use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 #[derive(Debug, Clone, Copy)]
 pub struct StoreConfig {
     /// How many changes are kept for watches to resume from; a watch from an older
-    /// resourceVersion gets 410 Expired.
+    /// resourceVersion gets 410 Expired. A durable store ([`Store::open`]) also snapshots its
+    /// state every `history` changes, and keeps enough of its log to restore this much history
+    /// after a restart.
     pub history: usize,
     /// How many changes a watcher may fall behind before its watch is closed.
     pub watch_buffer: usize,
