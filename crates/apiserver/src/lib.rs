@@ -9,6 +9,7 @@
 //! - [`rest`]: the URLs, verbs, selectors, pages, watch streams, discovery and `Status` errors;
 //! - [`server`]: binding and running it;
 //! - [`in_process`]: calling it without a socket, as a `tower` service;
+//! - [`patch`] and [`strategic`]: merge, JSON and strategic merge patches;
 //! - [`auth`]: the optional bearer token every request must then carry;
 //! - [`tls`]: serving HTTPS, with a CA generated at start if need be;
 //! - [`faults`]: the fault hooks reliability tests drive.
@@ -24,6 +25,7 @@ pub mod rest;
 pub mod selector;
 pub mod server;
 pub mod storage;
+pub mod strategic;
 pub mod tls;
 
 pub use self::auth::BearerToken;

@@ -32,7 +32,23 @@ pub struct ResourceKind {
     pub create_on_update: bool,
 }
 
+/// The API groups of the built-in resources. A CRD cannot define a resource in the core or
+/// `apps` group, and in a `*.k8s.io` group only with Kubernetes' API approval.
+const BUILTIN_GROUPS: [&str; 5] = [
+    "",
+    "apps",
+    "coordination.k8s.io",
+    "events.k8s.io",
+    "apiextensions.k8s.io",
+];
+
 impl ResourceKind {
+    /// Whether this is one of [`builtin_resources`], not a custom resource: only those take a
+    /// strategic merge patch.
+    pub fn is_builtin(&self) -> bool {
+        BUILTIN_GROUPS.contains(&self.group.as_str())
+    }
+
     /// `<plural>` for the core group and `<plural>.<group>` otherwise: how error messages name it.
     pub fn qualified_name(&self) -> String {
         if self.group.is_empty() {

@@ -709,3 +709,100 @@ async fn lists_read_one_snapshot_and_exact_reads_the_past() {
     );
     assert_eq!((expired.code, expired.reason.as_str()), (410, "Expired"));
 }
+
+/// A strategic merge patch merges a Deployment's containers by name (the patch `kubectl apply`
+/// sends, directives included), and a custom resource refuses it with 415 as kube-apiserver's do.
+#[tokio::test]
+async fn strategic_merge_patch_merges_containers_and_custom_resources_refuse_it() {
+    let (_server, client) = server().await;
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [
+                    {"name": "web", "image": "nginx:1", "ports": [{"containerPort": 80}]},
+                    {"name": "sidecar", "image": "envoy:1"},
+                ]},
+            },
+        },
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let patched = deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {
+                "$setElementOrder/containers": [{"name": "web"}, {"name": "sidecar"}],
+                "containers": [{"name": "web", "image": "nginx:2"}],
+            }}}})),
+        )
+        .await
+        .unwrap();
+    let containers = patched.spec.template.spec.unwrap().containers;
+    assert_eq!(containers.len(), 2);
+    assert_eq!(containers[0].image.as_deref(), Some("nginx:2"));
+    assert_eq!(containers[0].ports.as_ref().unwrap()[0].container_port, 80);
+    assert_eq!(containers[1].image.as_deref(), Some("envoy:1"));
+
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "bars.example.com"},
+        "spec": {
+            "group": "example.com",
+            "names": {"plural": "bars", "singular": "bar", "kind": "Bar"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let bars: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        "default",
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Bar")),
+    );
+    let bar: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Bar", "metadata": {"name": "one"}, "spec": {"a": 1},
+    }))
+    .unwrap();
+    bars.create(&PostParams::default(), &bar).await.unwrap();
+    let refused = api_error(
+        bars.patch(
+            "one",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"a": 2}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (refused.code, refused.reason.as_str()),
+        (415, "UnsupportedMediaType")
+    );
+    let accepted = refused.message.split("(got").next().unwrap();
+    assert!(
+        !accepted.contains("strategic-merge-patch"),
+        "{}",
+        refused.message
+    );
+    // A merge patch is what they take.
+    let merged = bars
+        .patch(
+            "one",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"a": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.data["spec"]["a"], 2);
+}

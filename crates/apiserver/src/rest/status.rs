@@ -63,13 +63,19 @@ impl ApiError {
         )
     }
 
-    /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 UnsupportedMediaType: a patch type the resource does not take (custom resources take
+    /// no strategic merge patch).
+    pub fn unsupported_media_type(content_type: &str, strategic: bool) -> Self {
+        let strategic = if strategic {
+            ", application/strategic-merge-patch+json"
+        } else {
+            ""
+        };
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json{strategic} (got {content_type:?})"
             ),
         )
     }

@@ -10,6 +10,7 @@ use super::{App, Query, crd};
 use crate::patch::{json_patch, merge_patch};
 use crate::resource::ResourceKind;
 use crate::storage::{Deleted, Propagation};
+use crate::strategic::strategic_merge_patch;
 
 /// Reads the request body: 413 for one over the size limit, 400 for one that could not be
 /// read (the client went away, the chunked encoding was broken).
@@ -180,11 +181,12 @@ pub(super) async fn patch(
         .get(kind, namespace, name)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
     let mut patched = (*current).clone();
+    let builtin = kind.is_builtin();
     match content_type.as_str() {
-        // Strategic merge patch is served as a merge patch: the same for every field but lists
-        // with merge keys, which it replaces instead of merging.
-        "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-            merge_patch(&mut patched, &patch);
+        "application/merge-patch+json" => merge_patch(&mut patched, &patch),
+        "application/strategic-merge-patch+json" if builtin => {
+            strategic_merge_patch(&mut patched, &patch)
+                .map_err(|error| ApiError::bad_request(error.to_string()))?;
         }
         "application/json-patch+json" => {
             json_patch(&mut patched, &patch).map_err(|error| ApiError {
@@ -195,7 +197,7 @@ pub(super) async fn patch(
                 retry_after: None,
             })?;
         }
-        other => return Err(ApiError::unsupported_media_type(other)),
+        other => return Err(ApiError::unsupported_media_type(other, builtin)),
     }
     check_name(&patched, name)?;
     // A patch applies to the current object unless it names a resourceVersion itself. A patch
