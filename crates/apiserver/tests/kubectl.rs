@@ -226,6 +226,43 @@ async fn scenario(version: &str) {
     .unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "one");
 
+    // Applying a changed Deployment again: kubectl sends a strategic merge patch with
+    // `$setElementOrder`, which must merge the containers by name and store no directive.
+    let deployment = |image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: demo\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - name: web\n        image: {image}\n        ports:\n        - containerPort: 80\n      - name: sidecar\n        image: envoy:1\n"
+        )
+    };
+    let file = write(&dir, "deployment.yaml", &deployment("nginx:1"));
+    let file = file.to_str().unwrap();
+    assert!(
+        kubectl
+            .run(&["apply", "-f", file])
+            .await
+            .contains("deployment.apps/web created")
+    );
+    write(&dir, "deployment.yaml", &deployment("nginx:2"));
+    assert!(
+        kubectl
+            .run(&["apply", "-f", file])
+            .await
+            .contains("deployment.apps/web configured")
+    );
+    let applied: serde_json::Value = serde_json::from_str(
+        &kubectl
+            .run(&["get", "deployment", "web", "-n", "demo", "-o", "json"])
+            .await,
+    )
+    .unwrap();
+    let pod_spec = &applied["spec"]["template"]["spec"];
+    assert_eq!(pod_spec["containers"][0]["image"], "nginx:2", "{pod_spec}");
+    assert_eq!(pod_spec["containers"][0]["ports"][0]["containerPort"], 80);
+    assert_eq!(pod_spec["containers"][1]["name"], "sidecar");
+    assert!(
+        !pod_spec.to_string().contains('$'),
+        "a patch directive was stored: {pod_spec}"
+    );
+
     let _ = std::fs::remove_dir_all(&dir);
 }
 
