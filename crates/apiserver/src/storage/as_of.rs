@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{EventType, ListPage, Store, StoreError};
+use super::{EventType, ListPage, Store, StoreError, page_start};
 use crate::resource::ResourceKind;
 
 /// The objects, by namespace and name, whose state at the requested resourceVersion differs
@@ -30,7 +30,7 @@ impl Store {
         limit: usize,
         count_remaining: bool,
         resource_version: u64,
-        mut select: impl FnMut(&Value) -> bool,
+        select: impl FnMut(&Value) -> bool,
     ) -> Result<ListPage, StoreError> {
         let state = self.state.lock();
         if resource_version > state.resource_version {
@@ -75,11 +75,7 @@ impl Store {
             then.insert((event.namespace.clone(), name.to_string()), before);
         }
 
-        let start = match (after, namespace) {
-            (Some((ns, name)), _) => Bound::Excluded((ns.to_string(), name.to_string())),
-            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
-            (None, None) => Bound::Unbounded,
-        };
+        let start = page_start(after, namespace);
         let empty = super::Objects::new();
         let current = state.objects.get(&resource).unwrap_or(&empty);
         let mut now = current
@@ -91,7 +87,7 @@ impl Store {
             .take_while(|((ns, _), _)| in_scope(ns))
             .peekable();
         // The two key-ordered sequences merged; where both have a key, its past state wins.
-        let mut merged = std::iter::from_fn(|| {
+        let merged = std::iter::from_fn(|| {
             let take_past = match (now.peek(), past.peek()) {
                 (None, None) => return None,
                 (Some(_), None) => false,
@@ -106,33 +102,19 @@ impl Store {
                 }
             };
             Some(if take_past {
-                past.next().and_then(|(_, object)| object.clone())
+                past.next().and_then(|(_, object)| object.as_ref())
             } else {
-                now.next().map(|(_, object)| Arc::clone(object))
+                now.next().map(|(_, object)| object)
             })
         })
         .flatten();
-
-        let mut page = ListPage {
-            items: Vec::new(),
+        Ok(ListPage::fill(
             resource_version,
-            more: false,
-            remaining: 0,
-        };
-        for object in merged.by_ref() {
-            if !select(&object) {
-                continue;
-            }
-            if limit > 0 && page.items.len() == limit {
-                page.more = true;
-                if count_remaining {
-                    page.remaining = 1 + merged.count();
-                }
-                break;
-            }
-            page.items.push(object);
-        }
-        Ok(page)
+            merged,
+            limit,
+            count_remaining,
+            select,
+        ))
     }
 }
 

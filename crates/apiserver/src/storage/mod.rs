@@ -438,43 +438,25 @@ impl Store {
         after: Option<(&str, &str)>,
         limit: usize,
         count_remaining: bool,
-        mut select: impl FnMut(&Value) -> bool,
+        select: impl FnMut(&Value) -> bool,
     ) -> ListPage {
-        use std::ops::Bound;
         let state = self.state.lock();
-        let mut page = ListPage {
-            items: Vec::new(),
-            resource_version: state.resource_version,
-            more: false,
-            remaining: 0,
-        };
         let Some(objects) = state.objects.get(&kind.key()) else {
-            return page;
+            return ListPage::fill(state.resource_version, std::iter::empty(), 0, false, select);
         };
         let namespace = namespace.filter(|_| kind.namespaced);
-        let start = match (after, namespace) {
-            (Some((ns, name)), _) => Bound::Excluded((ns.to_string(), name.to_string())),
-            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
-            (None, None) => Bound::Unbounded,
-        };
         let in_scope = |ns: &str| namespace.is_none_or(|wanted| wanted == ns);
-        let mut range = objects
-            .range((start, Bound::Unbounded))
-            .take_while(|((ns, _), _)| in_scope(ns));
-        for (_, object) in range.by_ref() {
-            if !select(object) {
-                continue;
-            }
-            if limit > 0 && page.items.len() == limit {
-                page.more = true;
-                if count_remaining {
-                    page.remaining = 1 + range.count();
-                }
-                break;
-            }
-            page.items.push(Arc::clone(object));
-        }
-        page
+        let range = objects
+            .range((page_start(after, namespace), std::ops::Bound::Unbounded))
+            .take_while(|((ns, _), _)| in_scope(ns))
+            .map(|(_, object)| object);
+        ListPage::fill(
+            state.resource_version,
+            range,
+            limit,
+            count_remaining,
+            select,
+        )
     }
 
     /// Replaces the object `name` with `object` (PUT). With `status_only`, only its `status`
@@ -989,6 +971,19 @@ impl Store {
     }
 }
 
+/// Where a page starts in key order: after the key `after`, or at the namespace's first key.
+fn page_start(
+    after: Option<(&str, &str)>,
+    namespace: Option<&str>,
+) -> std::ops::Bound<(String, String)> {
+    use std::ops::Bound;
+    match (after, namespace) {
+        (Some((ns, name)), _) => Bound::Excluded((ns.to_string(), name.to_string())),
+        (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+        (None, None) => Bound::Unbounded,
+    }
+}
+
 /// One page of a list; see [`Store::list_page`].
 #[derive(Debug)]
 pub struct ListPage {
@@ -1000,6 +995,40 @@ pub struct ListPage {
     pub more: bool,
     /// How many objects follow the page (when asked to count).
     pub remaining: usize,
+}
+
+impl ListPage {
+    /// Up to `limit` (0: no limit) of `objects` that `select` accepts; with `count_remaining`,
+    /// how many objects follow the page.
+    fn fill<'a>(
+        resource_version: u64,
+        objects: impl Iterator<Item = &'a Arc<Value>>,
+        limit: usize,
+        count_remaining: bool,
+        mut select: impl FnMut(&Value) -> bool,
+    ) -> Self {
+        let mut page = ListPage {
+            items: Vec::new(),
+            resource_version,
+            more: false,
+            remaining: 0,
+        };
+        let mut objects = objects;
+        for object in objects.by_ref() {
+            if !select(object) {
+                continue;
+            }
+            if limit > 0 && page.items.len() == limit {
+                page.more = true;
+                if count_remaining {
+                    page.remaining = 1 + objects.count();
+                }
+                break;
+            }
+            page.items.push(Arc::clone(object));
+        }
+        page
+    }
 }
 
 impl Default for Store {
