@@ -252,13 +252,6 @@ impl DataDir {
             })
             .map(|(_, first)| *first)
             .collect();
-        if segments.first().is_some_and(|first| *first > snapshot + 1) {
-            return Err(PersistError::Missing {
-                path: path.into(),
-                missing_from: snapshot + 1,
-            });
-        }
-
         let mut history: VecDeque<Arc<WatchEvent>> = VecDeque::new();
         let mut resource_version = snapshot;
         for (index, first) in segments.iter().enumerate() {

@@ -34,6 +34,14 @@ fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     found
 }
 
+/// A store that keeps 10 changes of history, and so snapshots every 10 changes.
+fn small_history() -> StoreConfig {
+    StoreConfig {
+        history: 10,
+        ..StoreConfig::default()
+    }
+}
+
 fn newest_segment(dir: &Path) -> PathBuf {
     files(dir, "wal-").pop().unwrap()
 }
@@ -222,10 +230,7 @@ fn a_corrupt_last_record_is_cut_and_the_ones_before_it_kept() {
 fn snapshots_bound_the_log_and_keep_enough_history_for_watches() {
     let dir = tempfile::tempdir().unwrap();
     let configmaps = kind("configmaps");
-    let config = StoreConfig {
-        history: 10,
-        ..StoreConfig::default()
-    };
+    let config = small_history();
     let version = {
         let store = Store::open(config, dir.path()).unwrap();
         for round in 0..50 {
@@ -286,10 +291,7 @@ fn snapshots_bound_the_log_and_keep_enough_history_for_watches() {
 fn damage_before_the_tail_is_an_error_not_a_silent_loss() {
     let dir = tempfile::tempdir().unwrap();
     let configmaps = kind("configmaps");
-    let config = StoreConfig {
-        history: 10,
-        ..StoreConfig::default()
-    };
+    let config = small_history();
     {
         let store = Store::open(config, dir.path()).unwrap();
         for index in 0..12 {
@@ -372,10 +374,7 @@ fn leftover_temporary_snapshots_are_removed() {
 fn an_unreadable_snapshot_is_passed_over_for_a_readable_one() {
     let dir = tempfile::tempdir().unwrap();
     let configmaps = kind("configmaps");
-    let config = StoreConfig {
-        history: 10,
-        ..StoreConfig::default()
-    };
+    let config = small_history();
     let version = {
         let store = Store::open(config, dir.path()).unwrap();
         for index in 0..30 {
@@ -403,10 +402,7 @@ fn an_unreadable_snapshot_is_passed_over_for_a_readable_one() {
 fn after_a_reopening_the_next_snapshot_counts_from_the_newest_one() {
     let dir = tempfile::tempdir().unwrap();
     let configmaps = kind("configmaps");
-    let config = StoreConfig {
-        history: 10,
-        ..StoreConfig::default()
-    };
+    let config = small_history();
     let create = |store: &Store, index: usize| {
         store
             .create(
