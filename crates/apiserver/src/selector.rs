@@ -124,6 +124,9 @@ impl LabelSelector {
 
     /// Whether `object`'s `metadata.labels` satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
+        if self.requirements.is_empty() {
+            return true;
+        }
         let labels = object["metadata"]["labels"].as_object();
         let label = |key: &str| {
             labels

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{EventType, ListPage, Store, StoreError, page_start};
+use super::{EventType, ListPage, Store, StoreError, page_range};
 use crate::resource::ResourceKind;
 
 /// The objects, by namespace and name, whose state at the requested resourceVersion differs
@@ -75,17 +75,15 @@ impl Store {
             then.insert((event.namespace.clone(), name.to_string()), before);
         }
 
-        let start = page_start(after, namespace);
         let empty = super::Objects::new();
         let current = state.objects.get(&resource).unwrap_or(&empty);
-        let mut now = current
-            .range((start.clone(), Bound::Unbounded))
-            .take_while(|((ns, _), _)| in_scope(ns))
-            .peekable();
-        let mut past = then
-            .range((start, Bound::Unbounded))
-            .take_while(|((ns, _), _)| in_scope(ns))
-            .peekable();
+        let Some(range) = page_range(after, namespace) else {
+            let none = std::iter::empty();
+            return Ok(ListPage::fill(resource_version, none, 0, false, select, |_| 0));
+        };
+        let end = range.1.clone();
+        let mut now = current.range(range.clone()).peekable();
+        let mut past = then.range(range).peekable();
         // The two key-ordered sequences merged; where both have a key, its past state wins.
         let merged = std::iter::from_fn(|| {
             let take_past = match (now.peek(), past.peek()) {
@@ -102,18 +100,34 @@ impl Store {
                 }
             };
             Some(if take_past {
-                past.next().and_then(|(_, object)| object.as_ref())
+                past.next()
+                    .and_then(|(key, object)| Some((key, object.as_ref()?)))
             } else {
-                now.next().map(|(_, object)| object)
+                now.next()
             })
         })
         .flatten();
+        // What follows a key then: what follows it now, less the keys created since, plus the
+        // keys deleted since.
+        let remaining_after = |last: &(String, String)| {
+            let after = (Bound::Excluded(last.clone()), end);
+            let now = current.range(after.clone()).count();
+            then.range(after)
+                .fold(now, |count, (key, past)| {
+                    match (past.is_some(), current.contains_key(key)) {
+                        (true, false) => count + 1,
+                        (false, true) => count.saturating_sub(1),
+                        _ => count,
+                    }
+                })
+        };
         Ok(ListPage::fill(
             resource_version,
             merged,
             limit,
             count_remaining,
             select,
+            remaining_after,
         ))
     }
 }
@@ -232,6 +246,7 @@ mod tests {
         set(&store, "cm-8", "2");
         let mut listed = names_and_values(&first);
         let mut after = listed.last().unwrap().0.clone();
+        let mut remaining = Vec::new();
         loop {
             let page = store
                 .list_page_at(&kind, None, Some(("default", &after)), 4, true, at, |_| {
@@ -239,6 +254,7 @@ mod tests {
                 })
                 .unwrap();
             listed.extend(names_and_values(&page));
+            remaining.push(page.remaining);
             if !page.more {
                 break;
             }
@@ -248,6 +264,9 @@ mod tests {
             .map(|index| (format!("cm-{index}"), "1".to_string()))
             .collect();
         assert_eq!(listed, expected);
+        // Counted in the snapshot too: cm-55 (created since) is not there, cm-6 (deleted
+        // since) is.
+        assert_eq!(remaining, [2, 0]);
     }
 
     #[test]
@@ -297,5 +316,10 @@ mod tests {
             .list_page_at(&kind, Some("kube-system"), None, 0, false, then, |_| true)
             .unwrap();
         assert!(elsewhere.items.is_empty());
+        // A continue key from another namespace selects nothing (and cannot invert the range).
+        let foreign = store
+            .list_page_at(&kind, Some("default"), Some(("zzz", "a")), 1, true, then, |_| true)
+            .unwrap();
+        assert!(foreign.items.is_empty() && !foreign.more);
     }
 }

@@ -19,6 +19,7 @@ mod wal;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -429,8 +430,9 @@ impl Store {
 
     /// One page of a list: up to `limit` objects (0: no limit) that `select` accepts, in key
     /// order, starting after the key `after` (`namespace`, `name`); with `count_remaining`,
-    /// also how many objects follow (all of them: only meaningful when `select` takes all). Walks only the page and
-    /// what follows it, so paging through a large list costs O(n) in all, not O(n) per page.
+    /// also how many objects follow (all of them: only meaningful when `select` takes all).
+    /// Finding the page's start costs O(log n); counting what follows walks the map without
+    /// looking at the objects.
     pub fn list_page(
         &self,
         kind: &ResourceKind,
@@ -441,21 +443,26 @@ impl Store {
         select: impl FnMut(&Value) -> bool,
     ) -> ListPage {
         let state = self.state.lock();
-        let Some(objects) = state.objects.get(&kind.key()) else {
-            return ListPage::fill(state.resource_version, std::iter::empty(), 0, false, select);
-        };
         let namespace = namespace.filter(|_| kind.namespaced);
-        let in_scope = |ns: &str| namespace.is_none_or(|wanted| wanted == ns);
-        let range = objects
-            .range((page_start(after, namespace), std::ops::Bound::Unbounded))
-            .take_while(|((ns, _), _)| in_scope(ns))
-            .map(|(_, object)| object);
+        let (Some(objects), Some(range)) = (
+            state.objects.get(&kind.key()),
+            page_range(after, namespace),
+        ) else {
+            let none = std::iter::empty();
+            return ListPage::fill(state.resource_version, none, 0, false, select, |_| 0);
+        };
+        let end = range.1.clone();
         ListPage::fill(
             state.resource_version,
-            range,
+            objects.range(range),
             limit,
             count_remaining,
             select,
+            |last| {
+                objects
+                    .range((Bound::Excluded(last.clone()), end))
+                    .count()
+            },
         )
     }
 
@@ -971,16 +978,28 @@ impl Store {
     }
 }
 
-/// Where a page starts in key order: after the key `after`, or at the namespace's first key.
-fn page_start(
-    after: Option<(&str, &str)>,
-    namespace: Option<&str>,
-) -> std::ops::Bound<(String, String)> {
-    use std::ops::Bound;
-    match (after, namespace) {
+/// The keys a page may come from, in key order: after the key `after` (or from the first), and
+/// within `namespace` when given. `None` when that is empty (a continue key outside the
+/// namespace), which would otherwise be an inverted range.
+type KeyRange = (Bound<(String, String)>, Bound<(String, String)>);
+
+fn page_range(after: Option<(&str, &str)>, namespace: Option<&str>) -> Option<KeyRange> {
+    let start = match (after, namespace) {
         (Some((ns, name)), _) => Bound::Excluded((ns.to_string(), name.to_string())),
         (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
         (None, None) => Bound::Unbounded,
+    };
+    // `ns` followed by NUL is the least string above `ns`, so keys below (`ns\0`, "") are
+    // exactly the namespace's: no key is compared while walking it.
+    let end = match namespace {
+        Some(ns) => Bound::Excluded((format!("{ns}\0"), String::new())),
+        None => Bound::Unbounded,
+    };
+    match (&start, &end) {
+        (Bound::Excluded(first) | Bound::Included(first), Bound::Excluded(last)) if first >= last => {
+            None
+        }
+        _ => Some((start, end)),
     }
 }
 
@@ -998,14 +1017,16 @@ pub struct ListPage {
 }
 
 impl ListPage {
-    /// Up to `limit` (0: no limit) of `objects` that `select` accepts; with `count_remaining`,
-    /// how many objects follow the page.
+    /// Up to `limit` (0: no limit) of `objects` that `select` accepts. When more follow, the
+    /// page records it and, with `count_remaining`, asks `remaining_after` how many objects
+    /// follow its last key.
     fn fill<'a>(
         resource_version: u64,
-        objects: impl Iterator<Item = &'a Arc<Value>>,
+        objects: impl Iterator<Item = (&'a (String, String), &'a Arc<Value>)>,
         limit: usize,
         count_remaining: bool,
         mut select: impl FnMut(&Value) -> bool,
+        remaining_after: impl FnOnce(&(String, String)) -> usize,
     ) -> Self {
         let mut page = ListPage {
             items: Vec::new(),
@@ -1013,19 +1034,20 @@ impl ListPage {
             more: false,
             remaining: 0,
         };
-        let mut objects = objects;
-        for object in objects.by_ref() {
+        let mut last = None;
+        for (key, object) in objects {
             if !select(object) {
                 continue;
             }
             if limit > 0 && page.items.len() == limit {
                 page.more = true;
-                if count_remaining {
-                    page.remaining = 1 + objects.count();
-                }
                 break;
             }
             page.items.push(Arc::clone(object));
+            last = Some(key);
+        }
+        if let (true, true, Some(last)) = (page.more, count_remaining, last) {
+            page.remaining = remaining_after(last);
         }
         page
     }

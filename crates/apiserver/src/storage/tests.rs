@@ -327,6 +327,56 @@ fn lists_are_sorted_and_filtered_by_namespace() {
     assert!(store.list(&configmaps, Some("kube-public")).0.is_empty());
 }
 
+#[test]
+fn pages_stay_in_their_namespace_and_count_what_follows() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    // "default2" sorts right after "default": a page of "default" must stop before it.
+    store
+        .create(&kind("namespaces"), "", json!({"metadata": {"name": "default2"}}))
+        .unwrap();
+    for (namespace, name) in [("default", "a"), ("default", "b"), ("default", "c")] {
+        store
+            .create(&configmaps, namespace, configmap(name))
+            .unwrap();
+    }
+    store
+        .create(&configmaps, "default2", configmap("a"))
+        .unwrap();
+    let mut pages = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.list_page(
+            &configmaps,
+            Some("default"),
+            after.as_deref().map(|name| ("default", name)),
+            1,
+            true,
+            |_| true,
+        );
+        let name = page.items[0]["metadata"]["name"].as_str().unwrap().to_string();
+        pages.push((name.clone(), page.more, page.remaining));
+        if !page.more {
+            break;
+        }
+        after = Some(name);
+    }
+    assert_eq!(
+        pages,
+        [
+            ("a".to_string(), true, 2),
+            ("b".to_string(), true, 1),
+            ("c".to_string(), false, 0)
+        ]
+    );
+    // Across namespaces, everything that follows counts.
+    let all = store.list_page(&configmaps, None, None, 1, true, |_| true);
+    assert_eq!((all.more, all.remaining), (true, 3));
+    // A continue key from another namespace selects nothing, without panicking.
+    let foreign = store.list_page(&configmaps, Some("default"), Some(("zzz", "a")), 1, true, |_| true);
+    assert!(foreign.items.is_empty() && !foreign.more);
+}
+
 #[tokio::test]
 async fn watch_from_a_version_sends_exactly_the_later_events() {
     let store = Store::default();
