@@ -128,7 +128,7 @@ async fn run_size(kind: &str, objects: usize) {
         .expect("stored");
     eprintln!(
         "{kind}: {} bytes of JSON per object as served",
-        serde_json::to_vec(&*stored).map_or(0, |bytes| bytes.len())
+        stored.json().len()
     );
     let mut clients = vec![
         "server replay (no client)",

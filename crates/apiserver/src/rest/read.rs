@@ -11,11 +11,11 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::status::{ApiError, json_response};
+use super::status::{ApiError, object_response};
 use super::{App, Query, is_true};
 use crate::resource::ResourceKind;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::storage::{EventType, StoreError, Watch, WatchEvent, WatchStart};
+use crate::storage::{EventType, StoreError, StoredObject, Watch, WatchEvent, WatchStart};
 
 pub(super) fn get(
     app: &App,
@@ -27,7 +27,7 @@ pub(super) fn get(
         .store
         .get(kind, namespace, name)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    Ok(json_response(200, &object))
+    Ok(object_response(200, &object))
 }
 
 /// A query parameter, empty when absent.
@@ -192,7 +192,7 @@ pub(super) fn list(
         if index > 0 {
             body.push(b',');
         }
-        let _ = serde_json::to_writer(&mut body, &**item);
+        body.extend_from_slice(&item.json());
     }
     body.extend_from_slice(b"]}");
     let mut response = Response::new(Body::from(body));
@@ -217,6 +217,18 @@ fn event_line(event_type: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
+/// [`event_line`] for a stored object: its serialization is shared, not made again.
+fn stored_event_line(event_type: &str, object: &StoredObject) -> Bytes {
+    let json = object.json();
+    let mut line = Vec::with_capacity(json.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(event_type.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(&json);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
+}
+
 /// What a watcher with these selectors is sent for `event`, if anything: a change that moves an
 /// object into or out of the selection becomes an `ADDED` or a `DELETED`.
 fn filtered_line(
@@ -232,8 +244,8 @@ fn filtered_line(
     match (event.event_type, &event.previous) {
         (EventType::Modified, Some(previous)) => match (selected(previous), now) {
             (true, true) => Some(event.line()),
-            (true, false) => Some(event_line("DELETED", &event.object)),
-            (false, true) => Some(event_line("ADDED", &event.object)),
+            (true, false) => Some(stored_event_line("DELETED", &event.object)),
+            (false, true) => Some(stored_event_line("ADDED", &event.object)),
             (false, false) => None,
         },
         _ => now.then(|| event.line()),

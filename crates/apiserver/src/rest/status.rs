@@ -3,11 +3,12 @@
 use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
+use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::faults::Fault;
 use crate::resource::ResourceKind;
-use crate::storage::StoreError;
+use crate::storage::{StoreError, StoredObject};
 
 /// An error answer of the REST layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,9 +221,19 @@ impl From<StoreError> for ApiError {
 
 /// A JSON response with `code`.
 pub fn json_response(code: u16, body: &Value) -> Response {
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
-    let mut response = Response::new(Body::from(bytes));
+    bytes_response(code, Bytes::from(bytes))
+}
+
+/// A stored object as the response, with `code`: its serialization is shared with list pages
+/// and watch events.
+pub fn object_response(code: u16, object: &StoredObject) -> Response {
+    bytes_response(code, object.json())
+}
+
+fn bytes_response(code: u16, json: Bytes) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = Response::new(Body::from(json));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

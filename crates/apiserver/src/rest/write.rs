@@ -5,7 +5,7 @@ use axum::http::header;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::status::{ApiError, json_response, success};
+use super::status::{ApiError, json_response, object_response, success};
 use super::{App, Query, crd};
 use crate::patch::{json_patch, merge_patch};
 use crate::resource::ResourceKind;
@@ -107,7 +107,7 @@ pub(super) async fn create(
     if crd::is_crd(kind) {
         crd::serve(app, &created);
     }
-    Ok(json_response(201, &created))
+    Ok(object_response(201, &created))
 }
 
 fn check_name(object: &Value, name: &str) -> Result<(), ApiError> {
@@ -130,7 +130,7 @@ pub(super) async fn update(
     let object = object_body(app, kind, namespace, request).await?;
     check_name(&object, name)?;
     let (stored, created) = store_update(app, kind, namespace, name, object, status_only)?;
-    Ok(json_response(if created { 201 } else { 200 }, &stored))
+    Ok(object_response(if created { 201 } else { 200 }, &stored))
 }
 
 /// Writes an update (of a PUT or a PATCH) and, for a CRD, serves what it now defines.
@@ -141,7 +141,7 @@ fn store_update(
     name: &str,
     object: Value,
     status_only: bool,
-) -> Result<(std::sync::Arc<Value>, bool), ApiError> {
+) -> Result<(std::sync::Arc<crate::storage::StoredObject>, bool), ApiError> {
     let (stored, created) = app
         .store
         .update(kind, namespace, name, object, status_only)
@@ -215,7 +215,7 @@ pub(super) async fn patch(
         .entry("resourceVersion")
         .or_insert_with(|| current["metadata"]["resourceVersion"].clone());
     let (stored, _) = store_update(app, kind, namespace, name, patched, status_only)?;
-    Ok(json_response(200, &stored))
+    Ok(object_response(200, &stored))
 }
 
 pub(super) async fn delete(
@@ -250,9 +250,9 @@ pub(super) async fn delete(
         crd::stop_serving(app, crd);
     }
     match deleted {
-        Deleted::Finalizing(object) => Ok(json_response(200, &object)),
+        Deleted::Finalizing(object) => Ok(object_response(200, &object)),
         Deleted::Gone(object) if kind.group.is_empty() && kind.plural == "pods" => {
-            Ok(json_response(200, &object))
+            Ok(object_response(200, &object))
         }
         Deleted::Gone(object) => Ok(json_response(
             200,

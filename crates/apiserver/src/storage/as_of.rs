@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::storage::StoredObject;
+
 use super::{EventType, ListPage, Store, StoreError, page_range};
 use crate::resource::ResourceKind;
 
 /// The objects, by namespace and name, whose state at the requested resourceVersion differs
 /// from the current one: `None` where the object did not exist then.
-type Then = BTreeMap<(String, String), Option<Arc<Value>>>;
+type Then = BTreeMap<(String, String), Option<Arc<StoredObject>>>;
 
 impl Store {
     /// One page of a list as the objects were at `resource_version`, otherwise as
@@ -79,7 +81,14 @@ impl Store {
         let current = state.objects.get(&resource).unwrap_or(&empty);
         let Some(range) = page_range(after, namespace) else {
             let none = std::iter::empty();
-            return Ok(ListPage::fill(resource_version, none, 0, false, select, |_| 0));
+            return Ok(ListPage::fill(
+                resource_version,
+                none,
+                0,
+                false,
+                select,
+                |_| 0,
+            ));
         };
         let end = range.1.clone();
         let mut now = current.range(range.clone()).peekable();
@@ -112,14 +121,13 @@ impl Store {
         let remaining_after = |last: &(String, String)| {
             let after = (Bound::Excluded(last.clone()), end);
             let now = current.range(after.clone()).count();
-            then.range(after)
-                .fold(now, |count, (key, past)| {
-                    match (past.is_some(), current.contains_key(key)) {
-                        (true, false) => count + 1,
-                        (false, true) => count.saturating_sub(1),
-                        _ => count,
-                    }
-                })
+            then.range(after).fold(now, |count, (key, past)| {
+                match (past.is_some(), current.contains_key(key)) {
+                    (true, false) => count + 1,
+                    (false, true) => count.saturating_sub(1),
+                    _ => count,
+                }
+            })
         };
         Ok(ListPage::fill(
             resource_version,
@@ -318,7 +326,15 @@ mod tests {
         assert!(elsewhere.items.is_empty());
         // A continue key from another namespace selects nothing (and cannot invert the range).
         let foreign = store
-            .list_page_at(&kind, Some("default"), Some(("zzz", "a")), 1, true, then, |_| true)
+            .list_page_at(
+                &kind,
+                Some("default"),
+                Some(("zzz", "a")),
+                1,
+                true,
+                then,
+                |_| true,
+            )
             .unwrap();
         assert!(foreign.items.is_empty() && !foreign.more);
     }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::event::{EventType, WatchEvent};
 use super::wal::{self, EntryHeader, Frames};
-use super::{Objects, StoreConfig};
+use super::{Objects, StoreConfig, StoredObject};
 use crate::resource::ResourceKey;
 
 /// Why a data directory could not be opened or written.
@@ -420,7 +420,7 @@ impl DataDir {
 fn apply(objects: &mut HashMap<ResourceKey, Objects>, record: wal::Record) -> Arc<WatchEvent> {
     let resource = record.header.resource_key();
     let key = (record.header.namespace.clone(), record.header.name.clone());
-    let object = Arc::new(record.object);
+    let object = Arc::new(StoredObject::new(record.object));
     let stored = objects.entry(resource.clone()).or_default();
     let previous = match record.event_type {
         EventType::Deleted => stored.remove(&key),
@@ -513,10 +513,10 @@ fn read_snapshot(file: &Path) -> Result<Snapshot, String> {
         let payload = frame.map_err(|error| format!("at byte {offset}: {error}"))?;
         let (entry, object) =
             wal::decode_entry(payload).map_err(|error| format!("at byte {offset}: {error}"))?;
-        objects
-            .entry(entry.resource_key())
-            .or_default()
-            .insert((entry.namespace, entry.name), Arc::new(object));
+        objects.entry(entry.resource_key()).or_default().insert(
+            (entry.namespace, entry.name),
+            Arc::new(StoredObject::new(object)),
+        );
         count += 1;
     }
     if count != header.objects {

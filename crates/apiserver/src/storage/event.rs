@@ -3,8 +3,8 @@
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use serde_json::Value;
 
+use super::StoredObject;
 use crate::resource::ResourceKey;
 
 /// The type of a watch event.
@@ -41,11 +41,11 @@ pub struct WatchEvent {
     /// The resourceVersion of the change.
     pub resource_version: u64,
     /// The object after the change (its last state for a deletion).
-    pub object: Arc<Value>,
+    pub object: Arc<StoredObject>,
     /// The object before the change, for a modification or a deletion: a filtered watch turns a
     /// change in or out of its selection into an `ADDED` or `DELETED`, and a list as of an earlier
     /// resourceVersion undoes the change.
-    pub previous: Option<Arc<Value>>,
+    pub previous: Option<Arc<StoredObject>>,
     line: OnceLock<Bytes>,
 }
 
@@ -55,8 +55,8 @@ impl WatchEvent {
         resource: ResourceKey,
         namespace: String,
         resource_version: u64,
-        object: Arc<Value>,
-        previous: Option<Arc<Value>>,
+        object: Arc<StoredObject>,
+        previous: Option<Arc<StoredObject>>,
     ) -> Self {
         Self {
             event_type,
@@ -78,10 +78,7 @@ impl WatchEvent {
                 line.extend_from_slice(b"{\"type\":\"");
                 line.extend_from_slice(self.event_type.as_str().as_bytes());
                 line.extend_from_slice(b"\",\"object\":");
-                // Writing a `Value` into a Vec cannot fail: its keys are strings.
-                if serde_json::to_writer(&mut line, &*self.object).is_err() {
-                    line.extend_from_slice(b"null");
-                }
+                line.extend_from_slice(&self.object.json());
                 line.extend_from_slice(b"}\n");
                 Bytes::from(line)
             })
@@ -103,7 +100,9 @@ mod tests {
             },
             "default".into(),
             7,
-            Arc::new(serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "a"}})),
+            Arc::new(StoredObject::new(
+                serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
+            )),
             None,
         );
         let first = event.line();

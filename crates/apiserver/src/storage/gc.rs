@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
+use super::StoredObject;
 use super::meta::{has_finalizers, mark_deleted, metadata_mut};
 use super::{EventType, ResourceKey, State, Store, StoreError};
 
@@ -65,7 +66,7 @@ fn uid(object: &Value) -> Option<&str> {
     object["metadata"]["uid"].as_str()
 }
 
-type Located = (ResourceKey, String, String, Arc<Value>);
+type Located = (ResourceKey, String, String, Arc<StoredObject>);
 
 fn every_object(state: &State) -> Vec<Located> {
     state

@@ -2,7 +2,8 @@
 //! increasing resourceVersion; and the recent history of changes that watches are served from.
 //!
 //! Objects are kept as JSON (`serde_json::Value`) behind `Arc`s, so a read never copies one, and
-//! each change is serialized for watchers at most once however many receive it. All writes go
+//! each stored state is serialized at most once ([`StoredObject`]): the write's response, every
+//! list page and every watcher share the bytes. All writes go
 //! through one lock, which makes the resourceVersion order the order watchers see.
 //!
 //! A store opened on a data directory ([`Store::open`]) is durable: each change is in its
@@ -15,6 +16,7 @@ mod error;
 mod event;
 mod gc;
 mod meta;
+mod stored;
 mod wal;
 mod watch;
 
@@ -31,6 +33,7 @@ pub use self::data_dir::{PersistError, Recovery, TruncatedTail};
 pub use self::error::{Cause, StoreError};
 pub use self::event::{EventType, WatchEvent};
 pub use self::gc::{FOREGROUND_DELETION, Propagation};
+pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
 
 use self::data_dir::DataDir;
@@ -73,13 +76,13 @@ pub enum WatchStart {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Deleted {
     /// The object is gone; this was its last state.
-    Gone(Arc<Value>),
+    Gone(Arc<StoredObject>),
     /// The object has finalizers: it is marked for deletion and stays until they are removed.
-    Finalizing(Arc<Value>),
+    Finalizing(Arc<StoredObject>),
 }
 
 /// The objects of one resource by namespace and name.
-pub(crate) type Objects = BTreeMap<(String, String), Arc<Value>>;
+pub(crate) type Objects = BTreeMap<(String, String), Arc<StoredObject>>;
 
 struct State {
     resource_version: u64,
@@ -251,7 +254,7 @@ impl Store {
         kind: &ResourceKind,
         namespace: &str,
         mut object: Value,
-    ) -> Result<Arc<Value>, StoreError> {
+    ) -> Result<Arc<StoredObject>, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         set_type(kind, &mut object);
         let metadata = metadata_mut(&mut object)?;
@@ -395,7 +398,7 @@ impl Store {
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
-    ) -> Result<Arc<Value>, StoreError> {
+    ) -> Result<Arc<StoredObject>, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         self.state
             .lock()
@@ -411,7 +414,11 @@ impl Store {
 
     /// Every object of the resource (in `namespace`, if given), sorted by namespace and name,
     /// with the resourceVersion of the list.
-    pub fn list(&self, kind: &ResourceKind, namespace: Option<&str>) -> (Vec<Arc<Value>>, u64) {
+    pub fn list(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+    ) -> (Vec<Arc<StoredObject>>, u64) {
         let state = self.state.lock();
         let items = state
             .objects
@@ -444,10 +451,9 @@ impl Store {
     ) -> ListPage {
         let state = self.state.lock();
         let namespace = namespace.filter(|_| kind.namespaced);
-        let (Some(objects), Some(range)) = (
-            state.objects.get(&kind.key()),
-            page_range(after, namespace),
-        ) else {
+        let (Some(objects), Some(range)) =
+            (state.objects.get(&kind.key()), page_range(after, namespace))
+        else {
             let none = std::iter::empty();
             return ListPage::fill(state.resource_version, none, 0, false, select, |_| 0);
         };
@@ -458,11 +464,7 @@ impl Store {
             limit,
             count_remaining,
             select,
-            |last| {
-                objects
-                    .range((Bound::Excluded(last.clone()), end))
-                    .count()
-            },
+            |last| objects.range((Bound::Excluded(last.clone()), end)).count(),
         )
     }
 
@@ -476,7 +478,7 @@ impl Store {
         name: &str,
         mut object: Value,
         status_only: bool,
-    ) -> Result<(Arc<Value>, bool), StoreError> {
+    ) -> Result<(Arc<StoredObject>, bool), StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         set_type(kind, &mut object);
         let body_version = metadata_mut(&mut object)?
@@ -582,7 +584,7 @@ impl Store {
                 metadata.insert("generation".into(), Value::from(generation + 1));
             }
         }
-        if new == *old {
+        if new == **old {
             // Nothing changed: no new resourceVersion, no event, as kube-apiserver.
             return Ok((old, false));
         }
@@ -724,14 +726,14 @@ impl Store {
         name: &str,
         object: Option<Value>,
         event_type: EventType,
-    ) -> Arc<Value> {
+    ) -> Arc<StoredObject> {
         state.resource_version += 1;
         let version = state.resource_version;
         let mut object = object.unwrap_or_else(|| Value::Object(Map::new()));
         if let Ok(metadata) = metadata_mut(&mut object) {
             metadata.insert("resourceVersion".into(), Value::String(version.to_string()));
         }
-        let object = Arc::new(object);
+        let object = Arc::new(StoredObject::new(object));
         let objects = state.objects.entry(resource.clone()).or_default();
         let key = (namespace.to_string(), name.to_string());
         let previous = if event_type == EventType::Deleted {
@@ -821,7 +823,7 @@ impl Store {
     pub fn delete_namespace_contents(&self, namespace: &str) -> Result<usize, StoreError> {
         let mut state = self.lock_for_write()?;
         let namespaces = self.namespaces.key();
-        let mut inside: Vec<(ResourceKey, String, Arc<Value>)> = Vec::new();
+        let mut inside: Vec<(ResourceKey, String, Arc<StoredObject>)> = Vec::new();
         for (resource, objects) in &state.objects {
             if *resource == namespaces {
                 continue;
@@ -996,7 +998,9 @@ fn page_range(after: Option<(&str, &str)>, namespace: Option<&str>) -> Option<Ke
         None => Bound::Unbounded,
     };
     match (&start, &end) {
-        (Bound::Excluded(first) | Bound::Included(first), Bound::Excluded(last)) if first >= last => {
+        (Bound::Excluded(first) | Bound::Included(first), Bound::Excluded(last))
+            if first >= last =>
+        {
             None
         }
         _ => Some((start, end)),
@@ -1007,7 +1011,7 @@ fn page_range(after: Option<(&str, &str)>, namespace: Option<&str>) -> Option<Ke
 #[derive(Debug)]
 pub struct ListPage {
     /// The page's objects, in key order.
-    pub items: Vec<Arc<Value>>,
+    pub items: Vec<Arc<StoredObject>>,
     /// The store's resourceVersion when the page was read.
     pub resource_version: u64,
     /// Whether selected objects follow the page.
@@ -1022,7 +1026,7 @@ impl ListPage {
     /// follow its last key.
     fn fill<'a>(
         resource_version: u64,
-        objects: impl Iterator<Item = (&'a (String, String), &'a Arc<Value>)>,
+        objects: impl Iterator<Item = (&'a (String, String), &'a Arc<StoredObject>)>,
         limit: usize,
         count_remaining: bool,
         mut select: impl FnMut(&Value) -> bool,

@@ -310,7 +310,7 @@ fn lists_are_sorted_and_filtered_by_namespace() {
             .create(&configmaps, namespace, configmap(name))
             .unwrap();
     }
-    let names = |items: Vec<Arc<Value>>| -> Vec<String> {
+    let names = |items: Vec<Arc<StoredObject>>| -> Vec<String> {
         items
             .iter()
             .map(|item| item["metadata"]["name"].as_str().unwrap().to_string())
@@ -333,7 +333,11 @@ fn pages_stay_in_their_namespace_and_count_what_follows() {
     let configmaps = kind("configmaps");
     // "default2" sorts right after "default": a page of "default" must stop before it.
     store
-        .create(&kind("namespaces"), "", json!({"metadata": {"name": "default2"}}))
+        .create(
+            &kind("namespaces"),
+            "",
+            json!({"metadata": {"name": "default2"}}),
+        )
         .unwrap();
     for (namespace, name) in [("default", "a"), ("default", "b"), ("default", "c")] {
         store
@@ -354,7 +358,10 @@ fn pages_stay_in_their_namespace_and_count_what_follows() {
             true,
             |_| true,
         );
-        let name = page.items[0]["metadata"]["name"].as_str().unwrap().to_string();
+        let name = page.items[0]["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
         pages.push((name.clone(), page.more, page.remaining));
         if !page.more {
             break;
@@ -373,7 +380,14 @@ fn pages_stay_in_their_namespace_and_count_what_follows() {
     let all = store.list_page(&configmaps, None, None, 1, true, |_| true);
     assert_eq!((all.more, all.remaining), (true, 3));
     // A continue key from another namespace selects nothing, without panicking.
-    let foreign = store.list_page(&configmaps, Some("default"), Some(("zzz", "a")), 1, true, |_| true);
+    let foreign = store.list_page(
+        &configmaps,
+        Some("default"),
+        Some(("zzz", "a")),
+        1,
+        true,
+        |_| true,
+    );
     assert!(foreign.items.is_empty() && !foreign.more);
 }
 

@@ -248,7 +248,7 @@ mod tests {
             },
             "default".into(),
             rv,
-            Arc::new(serde_json::json!({"kind": "Deployment", "metadata": {"name": "web"}})),
+            Arc::new(serde_json::json!({"kind": "Deployment", "metadata": {"name": "web"}}).into()),
             None,
         )
     }
