@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::action::ReconcileError;
 use crate::endpoint::Health;
 use crate::mapper::controller_owner_key;
-use crate::metrics::{ControllerMetrics, ReconcileResult};
+use crate::metrics::{ControllerMetrics, ReconcileMetrics, ReconcileResult};
 use crate::reconciler::{Context, Reconciler};
 
 /// Why a controller could not run.
@@ -94,7 +94,8 @@ type Elect = Box<
 #[must_use]
 pub struct Controller<K: Clone> {
     name: String,
-    informer: SharedIndexInformer<K>,
+    /// The primary resource: its informer lives on in the registrations and sync checks.
+    primary: std::marker::PhantomData<fn() -> K>,
     registrations: Vec<Registration>,
     synced: Vec<Synced>,
     workers: usize,
@@ -178,12 +179,11 @@ where
             )?;
             Ok(())
         });
-        let synced_informer = informer.clone();
         Self {
             name: name.to_owned(),
-            informer,
+            primary: std::marker::PhantomData,
             registrations: vec![registration],
-            synced: vec![synced_by(synced_informer)],
+            synced: vec![synced_by(informer)],
             workers: 1,
             reconcile_timeout: None,
             give_up: None,
@@ -351,14 +351,13 @@ where
         self.health.set_ready(true);
         self.metrics.set_max_concurrent(&self.name, self.workers);
         let workers = Arc::new(Workers {
-            name: self.name,
             reconciler,
             queue: queue.clone(),
-            informer: self.informer,
             count: self.workers,
             timeout: self.reconcile_timeout,
             give_up: self.give_up,
-            metrics: self.metrics,
+            metrics: self.metrics.for_controller(&self.name),
+            name: self.name,
         });
         match self.elect {
             None => workers.run(cancel).await,
@@ -384,32 +383,23 @@ where
 }
 
 /// The reconcile side of a running controller.
-struct Workers<K: Clone, R> {
+struct Workers<R> {
     name: String,
     reconciler: R,
     queue: PriorityQueue<String>,
-    informer: SharedIndexInformer<K>,
     count: usize,
     timeout: Option<Duration>,
     give_up: Option<(usize, DeadLetter)>,
-    metrics: ControllerMetrics,
+    metrics: ReconcileMetrics,
 }
 
-impl<K, R> Workers<K, R>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
-    R: Reconciler,
-{
+impl<R: Reconciler> Workers<R> {
     /// Reconciles until `stop` fires, then lets each worker finish its key.
     async fn run(self: Arc<Self>, stop: CancellationToken) {
-        // Every cached object once, behind real changes: a replica that just became the leader
-        // catches up on whatever happened while it was not reconciling.
-        for object in self.informer.get_indexer().list() {
-            if let Some(key) = key_of(object.as_ref()) {
-                self.queue
-                    .add_with_opts(key, AddOpts::priority(LOW_PRIORITY));
-            }
-        }
+        // Nothing to catch up on first: the queue was registered with the informers before
+        // they synced and keeps every key they delivered until a worker takes it, so a replica
+        // that just became the leader finds every object it has seen waiting (in the initial
+        // list's low priority, behind real changes).
         let mut workers = JoinSet::new();
         for _ in 0..self.count {
             let (this, stop) = (Arc::clone(&self), stop.clone());
@@ -434,7 +424,7 @@ where
                 retries: item.num_requeues(),
                 cancel: stop.child_token(),
             };
-            self.metrics.worker_busy(&self.name, true);
+            self.metrics.worker_busy(true);
             let started = Instant::now();
             let reconcile = AssertUnwindSafe(self.reconciler.reconcile(&key, &ctx)).catch_unwind();
             let outcome = match self.timeout {
@@ -443,7 +433,7 @@ where
             };
             ctx.cancel.cancel();
             let seconds = started.elapsed().as_secs_f64();
-            self.metrics.worker_busy(&self.name, false);
+            self.metrics.worker_busy(false);
             let queue = item.queue().clone();
             match outcome {
                 Some(Ok(Ok(action))) => {
@@ -451,24 +441,19 @@ where
                     match action.requeue_delay() {
                         Some(delay) => {
                             queue.add_after(key.clone(), delay);
-                            self.metrics.reconciled(
-                                &self.name,
-                                ReconcileResult::RequeueAfter,
-                                seconds,
-                            );
+                            self.metrics
+                                .reconciled(ReconcileResult::RequeueAfter, seconds);
                         }
                         None => {
-                            self.metrics
-                                .reconciled(&self.name, ReconcileResult::Success, seconds);
+                            self.metrics.reconciled(ReconcileResult::Success, seconds);
                         }
                     }
                     drop(item);
                 }
                 Some(Ok(Err(error))) => {
-                    self.metrics
-                        .reconciled(&self.name, ReconcileResult::Error, seconds);
+                    self.metrics.reconciled(ReconcileResult::Error, seconds);
                     if error.is_terminal() {
-                        self.metrics.terminal_error(&self.name);
+                        self.metrics.terminal_error();
                         tracing::warn!(controller = %self.name, %key, %error, "reconcile failed for good");
                         item.forget();
                     } else {
@@ -476,17 +461,15 @@ where
                     }
                 }
                 Some(Err(_panic)) => {
-                    self.metrics.panicked(&self.name);
-                    self.metrics
-                        .reconciled(&self.name, ReconcileResult::Error, seconds);
+                    self.metrics.panicked();
+                    self.metrics.reconciled(ReconcileResult::Error, seconds);
                     let error = ReconcileError::retry("reconcile panicked");
                     tracing::error!(controller = %self.name, %key, "reconcile panicked");
                     self.fail(item, &key, &error);
                 }
                 None => {
-                    self.metrics.timed_out(&self.name);
-                    self.metrics
-                        .reconciled(&self.name, ReconcileResult::Error, seconds);
+                    self.metrics.timed_out();
+                    self.metrics.reconciled(ReconcileResult::Error, seconds);
                     let error = ReconcileError::retry("reconcile timed out");
                     tracing::warn!(controller = %self.name, %key, "reconcile timed out");
                     self.fail(item, &key, &error);

@@ -134,41 +134,28 @@ impl ControllerMetrics {
         }
     }
 
-    pub(crate) fn reconciled(&self, controller: &str, result: ReconcileResult, seconds: f64) {
-        self.total
-            .get_or_create(&ResultLabels {
-                controller: controller.to_owned(),
-                result: result.label().to_owned(),
-            })
-            .inc();
-        if result == ReconcileResult::Error {
-            self.errors.get_or_create(&Self::label(controller)).inc();
-        }
-        self.time
-            .get_or_create(&Self::label(controller))
-            .observe(seconds);
-    }
-
-    pub(crate) fn terminal_error(&self, controller: &str) {
-        self.terminal_errors
-            .get_or_create(&Self::label(controller))
-            .inc();
-    }
-
-    pub(crate) fn panicked(&self, controller: &str) {
-        self.panics.get_or_create(&Self::label(controller)).inc();
-    }
-
-    pub(crate) fn timed_out(&self, controller: &str) {
-        self.timeouts.get_or_create(&Self::label(controller)).inc();
-    }
-
-    pub(crate) fn worker_busy(&self, controller: &str, busy: bool) {
-        let gauge = self.active_workers.get_or_create(&Self::label(controller));
-        if busy {
-            gauge.inc();
-        } else {
-            gauge.dec();
+    /// One controller's series, looked up once: a reconcile then updates them without
+    /// building label sets or taking the families' locks.
+    pub(crate) fn for_controller(&self, controller: &str) -> ReconcileMetrics {
+        let result = |result: ReconcileResult| {
+            self.total
+                .get_or_create(&ResultLabels {
+                    controller: controller.to_owned(),
+                    result: result.label().to_owned(),
+                })
+                .clone()
+        };
+        let label = Self::label(controller);
+        ReconcileMetrics {
+            success: result(ReconcileResult::Success),
+            requeue_after: result(ReconcileResult::RequeueAfter),
+            error: result(ReconcileResult::Error),
+            errors: self.errors.get_or_create(&label).clone(),
+            terminal_errors: self.terminal_errors.get_or_create(&label).clone(),
+            panics: self.panics.get_or_create(&label).clone(),
+            timeouts: self.timeouts.get_or_create(&label).clone(),
+            time: self.time.get_or_create(&label).clone(),
+            active_workers: self.active_workers.get_or_create(&label).clone(),
         }
     }
 
@@ -176,5 +163,54 @@ impl ControllerMetrics {
         self.max_concurrent
             .get_or_create(&Self::label(controller))
             .set(i64::try_from(workers).unwrap_or(i64::MAX));
+    }
+}
+
+/// The series of one controller (see [`ControllerMetrics::for_controller`]). As
+/// controller-runtime does, they all exist, at zero, from the controller's start.
+#[derive(Debug)]
+pub(crate) struct ReconcileMetrics {
+    success: Counter,
+    requeue_after: Counter,
+    error: Counter,
+    errors: Counter,
+    terminal_errors: Counter,
+    panics: Counter,
+    timeouts: Counter,
+    time: Histogram,
+    active_workers: Gauge,
+}
+
+impl ReconcileMetrics {
+    pub(crate) fn reconciled(&self, result: ReconcileResult, seconds: f64) {
+        match result {
+            ReconcileResult::Success => self.success.inc(),
+            ReconcileResult::RequeueAfter => self.requeue_after.inc(),
+            ReconcileResult::Error => {
+                self.errors.inc();
+                self.error.inc()
+            }
+        };
+        self.time.observe(seconds);
+    }
+
+    pub(crate) fn terminal_error(&self) {
+        self.terminal_errors.inc();
+    }
+
+    pub(crate) fn panicked(&self) {
+        self.panics.inc();
+    }
+
+    pub(crate) fn timed_out(&self) {
+        self.timeouts.inc();
+    }
+
+    pub(crate) fn worker_busy(&self, busy: bool) {
+        if busy {
+            self.active_workers.inc();
+        } else {
+            self.active_workers.dec();
+        }
     }
 }
