@@ -9,15 +9,15 @@
 //! the initial list starve behind a steady stream of updates).
 
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::backlog::Backlog;
-use crate::sync::HashMap;
 
-/// Where an item sits: its priority, its place among equal priorities, and its age rank.
+/// Where a queued item sits: its priority, its sequence number within the priority's FIFO, and
+/// its arrival (the sequence number it was first queued under, which fixes its age rank).
 #[derive(Clone, Copy)]
 struct Place {
     priority: i32,
@@ -25,12 +25,21 @@ struct Place {
     arrival: u64,
 }
 
+/// Per priority a FIFO and one FIFO of arrivals, with the queued items' places in a table indexed
+/// by slot: push, touch and pop are O(1) apart from finding the highest priority level (a map of
+/// the few priorities in use). A touch or an overdue pop leaves an entry behind in a FIFO; such an
+/// entry no longer matches its slot's place, is skipped when it reaches the front, and the FIFOs
+/// are compacted once stale entries outnumber live ones.
 pub(crate) struct PriorityBacklog {
-    /// Hand-out order: priority descending, then sequence ascending.
-    by_rank: BTreeMap<(Reverse<i32>, u64), u32>,
-    /// Arrival order (never changes for a queued item) with when it became ready.
-    by_age: BTreeMap<u64, (Instant, Reverse<i32>, u64)>,
-    index: HashMap<u32, Place>,
+    /// Hand-out order: priority descending, then FIFO (sequence number, slot).
+    levels: BTreeMap<Reverse<i32>, VecDeque<(u64, u32)>>,
+    /// Arrival order: (arrival, when it became ready, slot).
+    arrivals: VecDeque<(u64, Instant, u32)>,
+    /// By slot, the place of each queued item.
+    places: Vec<Option<Place>>,
+    len: usize,
+    /// Entries in `levels` and `arrivals`, live and stale.
+    entries: usize,
     next_seq: u64,
     max_wait: Duration,
 }
@@ -38,9 +47,11 @@ pub(crate) struct PriorityBacklog {
 impl PriorityBacklog {
     pub(crate) fn new(max_wait: Duration) -> Self {
         Self {
-            by_rank: BTreeMap::new(),
-            by_age: BTreeMap::new(),
-            index: HashMap::default(),
+            levels: BTreeMap::new(),
+            arrivals: VecDeque::new(),
+            places: Vec::new(),
+            len: 0,
+            entries: 0,
             next_seq: 0,
             max_wait,
         }
@@ -50,6 +61,83 @@ impl PriorityBacklog {
         let seq = self.next_seq;
         self.next_seq += 1;
         seq
+    }
+
+    fn place(&self, slot: u32) -> Option<Place> {
+        self.places.get(slot as usize).copied().flatten()
+    }
+
+    /// Whether an arrival entry is still its slot's.
+    fn arrived(&self, (arrival, _, slot): (u64, Instant, u32)) -> bool {
+        self.place(slot)
+            .is_some_and(|place| place.arrival == arrival)
+    }
+
+    fn take(&mut self, slot: u32) -> u32 {
+        if let Some(place) = self.places.get_mut(slot as usize) {
+            *place = None;
+        }
+        self.len -= 1;
+        slot
+    }
+
+    /// Drops stale entries once they outnumber the live ones (two entries per queued item).
+    fn compact(&mut self) {
+        if self.entries <= 4 * self.len + 64 {
+            return;
+        }
+        let places = &self.places;
+        let live = |slot: u32| places.get(slot as usize).copied().flatten();
+        for level in self.levels.values_mut() {
+            level.retain(|&(seq, slot)| live(slot).is_some_and(|place| place.seq == seq));
+        }
+        self.levels.retain(|_, level| !level.is_empty());
+        self.arrivals
+            .retain(|&(arrival, _, slot)| live(slot).is_some_and(|place| place.arrival == arrival));
+        self.entries = self.levels.values().map(VecDeque::len).sum::<usize>() + self.arrivals.len();
+    }
+
+    /// The oldest item, if it has waited `max_wait`.
+    fn overdue(&mut self) -> Option<u32> {
+        while let Some(&front) = self.arrivals.front() {
+            if self.arrived(front) {
+                let (_, since, slot) = front;
+                if since.elapsed() < self.max_wait {
+                    return None;
+                }
+                self.arrivals.pop_front();
+                self.entries -= 1;
+                return Some(slot);
+            }
+            self.arrivals.pop_front();
+            self.entries -= 1;
+        }
+        None
+    }
+
+    /// The first item of the highest priority.
+    fn highest(&mut self) -> Option<u32> {
+        loop {
+            let mut level = self.levels.first_entry()?;
+            while let Some(&front) = level.get().front() {
+                level.get_mut().pop_front();
+                self.entries -= 1;
+                let (seq, slot) = front;
+                if self
+                    .places
+                    .get(slot as usize)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|place| place.seq == seq)
+                {
+                    if level.get().is_empty() {
+                        level.remove();
+                    }
+                    return Some(slot);
+                }
+            }
+            level.remove();
+        }
     }
 }
 
@@ -61,60 +149,70 @@ impl Backlog for PriorityBacklog {
     }
 
     fn push(&mut self, slot: u32, priority: i32) {
+        if self.place(slot).is_some() {
+            // Not reachable while the core's invariants hold (a queued slot is touched).
+            self.touch(slot, priority);
+            return;
+        }
         let seq = self.next_seq();
-        let place = Place {
+        let index = slot as usize;
+        if index >= self.places.len() {
+            self.places.resize(index + 1, None);
+        }
+        self.places[index] = Some(Place {
             priority,
             seq,
             arrival: seq,
-        };
-        self.index.insert(slot, place);
-        self.by_rank.insert((Reverse(priority), seq), slot);
-        self.by_age
-            .insert(seq, (Instant::now(), Reverse(priority), seq));
+        });
+        self.len += 1;
+        self.levels
+            .entry(Reverse(priority))
+            .or_default()
+            .push_back((seq, slot));
+        self.arrivals.push_back((seq, Instant::now(), slot));
+        self.entries += 2;
+        self.compact();
     }
 
     fn touch(&mut self, slot: u32, priority: i32) {
-        let Some(place) = self.index.get(&slot).copied() else {
+        let Some(place) = self.place(slot) else {
             return;
         };
         if priority <= place.priority {
             return;
         }
         // A raised priority goes to the back of its new level, as controller-runtime; its age
-        // (arrival) is kept, so aging still counts from when it first became ready.
-        let Some(stored) = self.by_rank.remove(&(Reverse(place.priority), place.seq)) else {
-            return;
-        };
+        // (arrival) is kept, so aging still counts from when it first became ready. The entry
+        // in the old level is now stale.
         let seq = self.next_seq();
-        self.by_rank.insert((Reverse(priority), seq), stored);
-        if let Some(age) = self.by_age.get_mut(&place.arrival) {
-            age.1 = Reverse(priority);
-            age.2 = seq;
-        }
-        if let Some(entry) = self.index.get_mut(&slot) {
-            entry.priority = priority;
-            entry.seq = seq;
-        }
+        self.places[slot as usize] = Some(Place {
+            priority,
+            seq,
+            arrival: place.arrival,
+        });
+        self.levels
+            .entry(Reverse(priority))
+            .or_default()
+            .push_back((seq, slot));
+        self.entries += 1;
+        self.compact();
     }
 
     fn pop(&mut self) -> Option<u32> {
-        let overdue = self
-            .by_age
-            .first_key_value()
-            .filter(|(_, (since, _, _))| since.elapsed() >= self.max_wait)
-            .map(|(_, (_, priority, seq))| (*priority, *seq));
-        let slot = match overdue {
-            Some(key) => self.by_rank.remove(&key)?,
-            None => self.by_rank.pop_first()?.1,
-        };
-        if let Some(place) = self.index.remove(&slot) {
-            self.by_age.remove(&place.arrival);
+        if self.len == 0 {
+            return None;
         }
+        let slot = match self.overdue() {
+            Some(slot) => slot,
+            None => self.highest()?,
+        };
+        let slot = self.take(slot);
+        self.compact();
         Some(slot)
     }
 
     fn len(&self) -> usize {
-        self.by_rank.len()
+        self.len
     }
 }
 
@@ -163,5 +261,54 @@ mod tests {
         assert_eq!(backlog.pop(), Some(9));
         assert_eq!(backlog.pop(), Some(2));
         assert_eq!(backlog.pop(), None);
+    }
+
+    /// The backlog against a plain model (a list ordered by priority, then by when each item
+    /// took its priority) through many pushes, touches and pops: the same order, and the
+    /// entries left behind by touches stay within the compaction bound.
+    #[test]
+    fn matches_a_plain_model_and_stays_compact() {
+        let mut backlog = PriorityBacklog::new(Duration::MAX);
+        // (slot, priority, sequence) of the queued items.
+        let mut model: Vec<(u32, i32, u64)> = Vec::new();
+        let mut seq = 0u64;
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut random = |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        for _ in 0..200_000 {
+            let slot = u32::try_from(random(64)).unwrap();
+            let priority = i32::try_from(random(5)).unwrap() - 2;
+            match random(3) {
+                0 | 1 => {
+                    seq += 1;
+                    match model.iter_mut().find(|(s, ..)| *s == slot) {
+                        Some(queued) if priority > queued.1 => {
+                            *queued = (slot, priority, seq);
+                            backlog.touch(slot, priority);
+                        }
+                        Some(_) => backlog.touch(slot, priority),
+                        None => {
+                            model.push((slot, priority, seq));
+                            backlog.push(slot, priority);
+                        }
+                    }
+                }
+                _ => {
+                    let next = model
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, (_, priority, seq))| (Reverse(*priority), *seq))
+                        .map(|(index, _)| index);
+                    let expected = next.map(|index| model.remove(index).0);
+                    assert_eq!(backlog.pop(), expected);
+                }
+            }
+            assert_eq!(backlog.len(), model.len());
+            assert!(backlog.entries <= 4 * backlog.len() + 64 + 2);
+        }
     }
 }
