@@ -70,7 +70,9 @@ impl WatchEvent {
     }
 
     /// The event as one line of a watch stream: `{"type":T,"object":{…}}` and a newline.
-    /// Serialized the first time it is asked for, then shared by every watcher.
+    /// Made the first time it is asked for, then shared by every watcher. The object's
+    /// serialization is shared with it: copied in if made already, else written into the line
+    /// and handed to the object as a slice of it.
     pub fn line(&self) -> Bytes {
         self.line
             .get_or_init(|| {
@@ -78,9 +80,22 @@ impl WatchEvent {
                 line.extend_from_slice(b"{\"type\":\"");
                 line.extend_from_slice(self.event_type.as_str().as_bytes());
                 line.extend_from_slice(b"\",\"object\":");
-                line.extend_from_slice(&self.object.json());
+                if let Some(json) = self.object.cached_json() {
+                    line.extend_from_slice(&json);
+                    line.extend_from_slice(b"}\n");
+                    return Bytes::from(line);
+                }
+                let start = line.len();
+                // Writing a `Value` into a Vec cannot fail: its keys are strings.
+                if serde_json::to_writer(&mut line, self.object.value()).is_err() {
+                    line.truncate(start);
+                    line.extend_from_slice(b"null");
+                }
+                let end = line.len();
                 line.extend_from_slice(b"}\n");
-                Bytes::from(line)
+                let line = Bytes::from(line);
+                self.object.offer_json(line.slice(start..end));
+                line
             })
             .clone()
     }
@@ -110,7 +125,11 @@ mod tests {
             &first[..],
             b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}}\n"
         );
-        // The same bytes, not a second serialization.
+        // The same bytes, not a second serialization; the object's own serialization is a
+        // slice of them.
         assert_eq!(first.as_ptr(), event.line().as_ptr());
+        let json = event.object.json();
+        assert_eq!(&json[..], br#"{"kind":"ConfigMap","metadata":{"name":"a"}}"#);
+        assert_eq!(json.as_ptr(), first[28..].as_ptr());
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! Objects are kept as JSON (`serde_json::Value`) behind `Arc`s, so a read never copies one, and
 //! each stored state is serialized at most once ([`StoredObject`]): the write's response, every
-//! list page and every watcher share the bytes. All writes go
-//! through one lock, which makes the resourceVersion order the order watchers see.
+//! list page and every watcher share the bytes. All writes go through one lock, which makes the
+//! resourceVersion order the order watchers see.
 //!
 //! A store opened on a data directory ([`Store::open`]) is durable: each change is in its
 //! write-ahead log, fsynced, before the write returns or a watcher sees it, and a restart

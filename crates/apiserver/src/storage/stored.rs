@@ -40,6 +40,17 @@ impl StoredObject {
         &self.value
     }
 
+    /// The serialization, if made already.
+    pub(crate) fn cached_json(&self) -> Option<Bytes> {
+        self.json.get().cloned()
+    }
+
+    /// Takes `json`, a serialization of this object made elsewhere (a watch line's slice), if
+    /// none is cached yet.
+    pub(crate) fn offer_json(&self, json: Bytes) {
+        let _ = self.json.set(json);
+    }
+
     /// The object serialized as compact JSON, shared by every caller.
     pub fn json(&self) -> Bytes {
         self.json
