@@ -282,8 +282,8 @@ impl<K: Clone> DeltaFifo<K> {
     }
 
     /// Queues one page of a relist, remembering its keys in `listed`. Pages may be queued as
-    /// they arrive, so a large list never sits in memory twice; [`replace_finish`]
-    /// (Self::replace_finish) then queues the deletions. Objects without a key are skipped; the
+    /// they arrive, so a large list never sits in memory twice;
+    /// [`replace_finish`](Self::replace_finish) then queues the deletions. Objects without a key are skipped; the
     /// first such error is returned after the rest are queued.
     pub fn replace_page(
         &self,

@@ -1,4 +1,4 @@
-//! The REST layer: kube-apiserver's URLs and verbs over the [`Store`](crate::storage::Store).
+//! The REST layer: kube-apiserver's URLs and verbs over the [`Store`].
 //!
 //! One handler takes every request, checks its bearer token when the configuration has one,
 //! splits its path into the resource it names, and dispatches on the verb; every failure answers

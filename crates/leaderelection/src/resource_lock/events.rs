@@ -1,4 +1,4 @@
-//! Events on the lock object: "<identity> became leader", "<identity> stopped leading".
+//! Events on the lock object: "`<identity>` became leader", "`<identity>` stopped leading".
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
