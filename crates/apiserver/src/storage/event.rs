@@ -129,7 +129,10 @@ mod tests {
         // slice of them.
         assert_eq!(first.as_ptr(), event.line().as_ptr());
         let json = event.object.json();
-        assert_eq!(&json[..], br#"{"kind":"ConfigMap","metadata":{"name":"a"}}"#);
+        assert_eq!(
+            &json[..],
+            br#"{"kind":"ConfigMap","metadata":{"name":"a"}}"#
+        );
         assert_eq!(json.as_ptr(), first[28..].as_ptr());
     }
 }
