@@ -64,7 +64,7 @@ impl PriorityBacklog {
     }
 
     fn place(&self, slot: u32) -> Option<Place> {
-        self.places.get(slot as usize).copied().flatten()
+        place_in(&self.places, slot)
     }
 
     /// Whether an arrival entry is still its slot's.
@@ -87,13 +87,13 @@ impl PriorityBacklog {
             return;
         }
         let places = &self.places;
-        let live = |slot: u32| places.get(slot as usize).copied().flatten();
         for level in self.levels.values_mut() {
-            level.retain(|&(seq, slot)| live(slot).is_some_and(|place| place.seq == seq));
+            level.retain(|&(seq, slot)| ranked(places, seq, slot));
         }
         self.levels.retain(|_, level| !level.is_empty());
-        self.arrivals
-            .retain(|&(arrival, _, slot)| live(slot).is_some_and(|place| place.arrival == arrival));
+        self.arrivals.retain(|&(arrival, _, slot)| {
+            place_in(places, slot).is_some_and(|place| place.arrival == arrival)
+        });
         self.entries = self.levels.values().map(VecDeque::len).sum::<usize>() + self.arrivals.len();
     }
 
@@ -123,13 +123,7 @@ impl PriorityBacklog {
                 level.get_mut().pop_front();
                 self.entries -= 1;
                 let (seq, slot) = front;
-                if self
-                    .places
-                    .get(slot as usize)
-                    .copied()
-                    .flatten()
-                    .is_some_and(|place| place.seq == seq)
-                {
+                if ranked(&self.places, seq, slot) {
                     if level.get().is_empty() {
                         level.remove();
                     }
@@ -139,6 +133,16 @@ impl PriorityBacklog {
             level.remove();
         }
     }
+}
+
+/// The place of `slot`, if it is queued.
+fn place_in(places: &[Option<Place>], slot: u32) -> Option<Place> {
+    places.get(slot as usize).copied().flatten()
+}
+
+/// Whether a level entry (`seq`, `slot`) is still where `slot` is queued.
+fn ranked(places: &[Option<Place>], seq: u64, slot: u32) -> bool {
+    place_in(places, slot).is_some_and(|place| place.seq == seq)
 }
 
 impl Backlog for PriorityBacklog {
