@@ -67,12 +67,6 @@ impl PriorityBacklog {
         place_in(&self.places, slot)
     }
 
-    /// Whether an arrival entry is still its slot's.
-    fn arrived(&self, (arrival, _, slot): (u64, Instant, u32)) -> bool {
-        self.place(slot)
-            .is_some_and(|place| place.arrival == arrival)
-    }
-
     fn take(&mut self, slot: u32) -> u32 {
         if let Some(place) = self.places.get_mut(slot as usize) {
             *place = None;
@@ -91,17 +85,16 @@ impl PriorityBacklog {
             level.retain(|&(seq, slot)| ranked(places, seq, slot));
         }
         self.levels.retain(|_, level| !level.is_empty());
-        self.arrivals.retain(|&(arrival, _, slot)| {
-            place_in(places, slot).is_some_and(|place| place.arrival == arrival)
-        });
+        self.arrivals
+            .retain(|&(arrival, _, slot)| arrived(places, arrival, slot));
         self.entries = self.levels.values().map(VecDeque::len).sum::<usize>() + self.arrivals.len();
     }
 
     /// The oldest item, if it has waited `max_wait`.
     fn overdue(&mut self) -> Option<u32> {
         while let Some(&front) = self.arrivals.front() {
-            if self.arrived(front) {
-                let (_, since, slot) = front;
+            let (arrival, since, slot) = front;
+            if arrived(&self.places, arrival, slot) {
                 if since.elapsed() < self.max_wait {
                     return None;
                 }
@@ -143,6 +136,11 @@ fn place_in(places: &[Option<Place>], slot: u32) -> Option<Place> {
 /// Whether a level entry (`seq`, `slot`) is still where `slot` is queued.
 fn ranked(places: &[Option<Place>], seq: u64, slot: u32) -> bool {
     place_in(places, slot).is_some_and(|place| place.seq == seq)
+}
+
+/// Whether an arrival entry (`arrival`, `slot`) is still `slot`'s.
+fn arrived(places: &[Option<Place>], arrival: u64, slot: u32) -> bool {
+    place_in(places, slot).is_some_and(|place| place.arrival == arrival)
 }
 
 impl Backlog for PriorityBacklog {

@@ -15,7 +15,7 @@ use super::status::{ApiError, object_response};
 use super::{App, Query, is_true};
 use crate::resource::ResourceKind;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::storage::{EventType, StoreError, StoredObject, Watch, WatchEvent, WatchStart};
+use crate::storage::{EventType, StoreError, Watch, WatchEvent, WatchStart, watch_line};
 
 pub(super) fn get(
     app: &App,
@@ -178,7 +178,7 @@ pub(super) fn list(
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
-    // Written by hand so that the stored objects are serialized in place, never copied.
+    // Written by hand so that each item is its stored serialization, copied in, never made again.
     let mut body = Vec::with_capacity(64 + page.len() * 512);
     body.extend_from_slice(b"{\"kind\":");
     let head = json!(format!("{}List", kind.kind));
@@ -204,29 +204,9 @@ pub(super) fn list(
 }
 
 /// A line of a watch stream for an event of a type other than the stored one.
-///
-/// `type` comes first, as kube-apiserver writes it: clients that decode the event as an
-/// adjacently tagged enum (kube-rs's `WatchEvent`) otherwise buffer the whole object first.
 fn event_line(event_type: &str, object: &Value) -> Bytes {
-    let mut line = Vec::with_capacity(1024);
-    line.extend_from_slice(b"{\"type\":");
-    let _ = serde_json::to_writer(&mut line, event_type);
-    line.extend_from_slice(b",\"object\":");
-    let _ = serde_json::to_writer(&mut line, object);
-    line.extend_from_slice(b"}\n");
-    Bytes::from(line)
-}
-
-/// [`event_line`] for a stored object: its serialization is shared, not made again.
-fn stored_event_line(event_type: &str, object: &StoredObject) -> Bytes {
-    let json = object.json();
-    let mut line = Vec::with_capacity(json.len() + 32);
-    line.extend_from_slice(b"{\"type\":\"");
-    line.extend_from_slice(event_type.as_bytes());
-    line.extend_from_slice(b"\",\"object\":");
-    line.extend_from_slice(&json);
-    line.extend_from_slice(b"}\n");
-    Bytes::from(line)
+    let json = serde_json::to_vec(object).unwrap_or_else(|_| b"null".to_vec());
+    watch_line(event_type, &json)
 }
 
 /// What a watcher with these selectors is sent for `event`, if anything: a change that moves an
@@ -244,8 +224,8 @@ fn filtered_line(
     match (event.event_type, &event.previous) {
         (EventType::Modified, Some(previous)) => match (selected(previous), now) {
             (true, true) => Some(event.line()),
-            (true, false) => Some(stored_event_line("DELETED", &event.object)),
-            (false, true) => Some(stored_event_line("ADDED", &event.object)),
+            (true, false) => Some(watch_line("DELETED", &event.object.json())),
+            (false, true) => Some(watch_line("ADDED", &event.object.json())),
             (false, false) => None,
         },
         _ => now.then(|| event.line()),

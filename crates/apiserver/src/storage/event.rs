@@ -76,15 +76,10 @@ impl WatchEvent {
     pub fn line(&self) -> Bytes {
         self.line
             .get_or_init(|| {
-                let mut line = Vec::with_capacity(128);
-                line.extend_from_slice(b"{\"type\":\"");
-                line.extend_from_slice(self.event_type.as_str().as_bytes());
-                line.extend_from_slice(b"\",\"object\":");
                 if let Some(json) = self.object.cached_json() {
-                    line.extend_from_slice(&json);
-                    line.extend_from_slice(b"}\n");
-                    return Bytes::from(line);
+                    return watch_line(self.event_type.as_str(), &json);
                 }
+                let mut line = line_head(self.event_type.as_str(), 1024);
                 let start = line.len();
                 // Writing a `Value` into a Vec cannot fail: its keys are strings.
                 if serde_json::to_writer(&mut line, self.object.value()).is_err() {
@@ -92,13 +87,35 @@ impl WatchEvent {
                     line.extend_from_slice(b"null");
                 }
                 let end = line.len();
-                line.extend_from_slice(b"}\n");
+                line.extend_from_slice(LINE_TAIL);
                 let line = Bytes::from(line);
                 self.object.offer_json(line.slice(start..end));
                 line
             })
             .clone()
     }
+}
+
+/// What ends a watch line after its object.
+const LINE_TAIL: &[u8] = b"}\n";
+
+/// `{"type":"T","object":`, with room for `capacity` more bytes.
+fn line_head(event_type: &str, capacity: usize) -> Vec<u8> {
+    let mut line = Vec::with_capacity(capacity + event_type.len() + 24);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(event_type.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line
+}
+
+/// One line of a watch stream for an event of `event_type` (`ADDED`, `BOOKMARK`, …) whose object
+/// is already serialized. `type` comes first, as kube-apiserver writes it: clients that decode the
+/// event as an adjacently tagged enum (kube-rs's `WatchEvent`) otherwise buffer the whole object.
+pub(crate) fn watch_line(event_type: &str, object_json: &[u8]) -> Bytes {
+    let mut line = line_head(event_type, object_json.len() + LINE_TAIL.len());
+    line.extend_from_slice(object_json);
+    line.extend_from_slice(LINE_TAIL);
+    Bytes::from(line)
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use tokio::sync::broadcast;
 
 pub use self::data_dir::{PersistError, Recovery, TruncatedTail};
 pub use self::error::{Cause, StoreError};
+pub(crate) use self::event::watch_line;
 pub use self::event::{EventType, WatchEvent};
 pub use self::gc::{FOREGROUND_DELETION, Propagation};
 pub use self::stored::StoredObject;
@@ -423,14 +424,8 @@ impl Store {
         let items = state
             .objects
             .get(&kind.key())
-            .map(|objects| match namespace.filter(|_| kind.namespaced) {
-                Some(namespace) => objects
-                    .range((namespace.to_string(), String::new())..)
-                    .take_while(|((ns, _), _)| ns == namespace)
-                    .map(|(_, object)| Arc::clone(object))
-                    .collect(),
-                None => objects.values().cloned().collect(),
-            })
+            .zip(page_range(None, namespace.filter(|_| kind.namespaced)))
+            .map(|(objects, range)| objects.range(range).map(|(_, o)| Arc::clone(o)).collect())
             .unwrap_or_default();
         (items, state.resource_version)
     }
