@@ -11,7 +11,8 @@
 //! and then the rate at which it hands a backlog of updates to its handler: the parent cuts and
 //! holds the child's watch, writes the updates straight into the server's store, then lets the
 //! resumed watch replay them. `--quick` runs 10,000 objects only; `--objects N` and
-//! `--kind pods|configmaps` pick one size and kind.
+//! `--kind pods|configmaps` pick one size and kind; `--client NAME` (repeatable, a name of the
+//! table's client column) runs only those clients.
 
 // A benchmark harness: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -68,18 +69,20 @@ fn main() {
         .build()
         .expect("runtime");
     println!(
-        "{:<11} {:>7} {:<28} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11}",
+        "{:<11} {:>7} {:<28} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10}",
         "kind",
         "objects",
         "client",
         "sync ms",
+        "sync CPU",
         "heap peak",
         "heap sync",
         "B/object",
         "peak/sync",
         "RSS peak",
         "RSS sync",
-        "updates/s"
+        "updates/s",
+        "CPU/update"
     );
     let kinds: Vec<&str> = match args.iter().position(|arg| arg == "--kind") {
         Some(i) => args.get(i + 1).map(String::as_str).into_iter().collect(),
@@ -141,6 +144,15 @@ async fn run_size(kind: &str, objects: usize) {
         clients.push("ctrlkit slim-projection");
     }
     clients.push("ctrlkit metadata-only");
+    let args: Vec<String> = std::env::args().collect();
+    let chosen: Vec<&str> = args
+        .windows(2)
+        .filter(|pair| pair[0] == "--client")
+        .map(|pair| pair[1].as_str())
+        .collect();
+    if !chosen.is_empty() {
+        clients.retain(|client| chosen.contains(client));
+    }
     let updates = objects.min(20_000);
     for client in clients {
         let exe = std::env::current_exe().expect("exe");
@@ -172,9 +184,12 @@ async fn run_size(kind: &str, objects: usize) {
             if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
                 meta.remove("resourceVersion");
             }
-            store
+            let (updated, _) = store
                 .update(resource, NAMESPACE, &name, current, false)
                 .expect("update");
+            // Serialized now, as a write over HTTP is for its response: the replay below then
+            // sends bytes, as a real API server's watch cache does.
+            let _ = updated.json();
         }
         let burst = Instant::now();
         writeln!(stdin, "go").expect("go");
@@ -182,31 +197,45 @@ async fn run_size(kind: &str, objects: usize) {
         let watched = tokio::task::block_in_place(|| lines.next())
             .expect("watch line")
             .expect("read");
-        assert_eq!(watched, "watched");
+        let watch_cpu_ms: f64 = watched
+            .strip_prefix("watched ")
+            .expect("watched")
+            .parse()
+            .expect("cpu");
         let rate = updates as f64 / burst.elapsed().as_secs_f64();
         drop(stdin);
         let _ = child.wait();
         let fields: Vec<&str> = synced.split_whitespace().collect();
-        let (sync_ms, heap_peak, heap_synced, rss_peak, rss): (f64, f64, f64, f64, f64) = (
+        let (sync_ms, heap_peak, heap_synced, rss_peak, rss, sync_cpu_ms): (
+            f64,
+            f64,
+            f64,
+            f64,
+            f64,
+            f64,
+        ) = (
             fields[1].parse().expect("ms"),
             fields[2].parse().expect("peak"),
             fields[3].parse().expect("heap"),
             fields[4].parse().expect("rss peak"),
             fields[5].parse().expect("rss"),
+            fields[6].parse().expect("cpu"),
         );
         println!(
-            "{:<11} {:>7} {:<28} {:>9.0} {:>9.1}M {:>9.1}M {:>9.0} {:>9.2} {:>8.1}M {:>8.1}M {:>11.0}",
+            "{:<11} {:>7} {:<28} {:>9.0} {:>9.0} {:>9.1}M {:>9.1}M {:>9.0} {:>9.2} {:>8.1}M {:>8.1}M {:>11.0} {:>8.1}us",
             kind,
             objects,
             client,
             sync_ms,
+            sync_cpu_ms,
             heap_peak / 1048576.0,
             heap_synced / 1048576.0,
             heap_synced / objects as f64,
             heap_peak / heap_synced,
             rss_peak / 1048576.0,
             rss / 1048576.0,
-            rate
+            rate,
+            watch_cpu_ms * 1000.0 / updates as f64
         );
     }
     server.shutdown().await;
@@ -394,6 +423,21 @@ impl Resource for SlimPod {
     }
 }
 
+/// The CPU time this process has used so far (user and system, all threads), in milliseconds.
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which may hold spaces) start at the state, field 3;
+    // utime and stime are fields 14 and 15, in clock ticks of 10 ms.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: Vec<f64> = after_name
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|field| field.parse().ok())
+        .collect();
+    ticks.iter().sum::<f64>() * 10.0
+}
+
 /// `"<peak> <current>"` resident bytes (VmHWM and VmRSS).
 fn rss_bytes() -> String {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -478,9 +522,14 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
     let (peak, now) = (HEAP.max_allocated(), HEAP.allocated());
     // Updates may reach the handler before "go" is read: count from here.
     let base = seen.load(Ordering::SeqCst);
-    println!("synced {sync_ms:.1} {peak} {now} {}", rss_bytes());
+    println!(
+        "synced {sync_ms:.1} {peak} {now} {} {}",
+        rss_bytes(),
+        cpu_ms()
+    );
     let mut line = String::new();
     tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line)).expect("go");
+    let cpu_before = cpu_ms();
     while seen.load(Ordering::SeqCst) < base + updates {
         let notified = progress.notified();
         if seen.load(Ordering::SeqCst) >= base + updates {
@@ -496,7 +545,7 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
             );
         }
     }
-    println!("watched");
+    println!("watched {}", cpu_ms() - cpu_before);
 }
 
 async fn ctrlkit<K>(
@@ -579,6 +628,7 @@ async fn raw_watch(url: &str, kind: &str, updates: usize) {
     let watching = async {
         let mut line = String::new();
         tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line)).expect("go");
+        let cpu_before = cpu_ms();
         let mut stream = tokio::net::TcpStream::connect(&address)
             .await
             .expect("connect");
@@ -606,14 +656,15 @@ async fn raw_watch(url: &str, kind: &str, updates: usize) {
             carry.drain(..start.max(carry.len().saturating_sub(needle.len())));
             seen.fetch_add(count, Ordering::SeqCst);
         }
-        println!("watched");
+        println!("watched {}", cpu_ms() - cpu_before);
     };
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
     println!(
-        "synced {sync_ms:.1} {} {} {}",
+        "synced {sync_ms:.1} {} {} {} {}",
         HEAP.max_allocated(),
         HEAP.allocated(),
-        rss_bytes()
+        rss_bytes(),
+        cpu_ms()
     );
     watching.await;
 }

@@ -17,6 +17,7 @@ trait DynListerWatcher<K: Clone>: Send + Sync {
         params: &'a WatchParams,
         resource_version: &'a str,
     ) -> BoxFuture<'a, Result<WatchStream<K>, kube::Error>>;
+    fn delivers_compact_objects(&self) -> bool;
 }
 
 impl<K: Clone + 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
@@ -32,6 +33,9 @@ impl<K: Clone + 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
         resource_version: &'a str,
     ) -> BoxFuture<'a, Result<WatchStream<K>, kube::Error>> {
         Box::pin(ListerWatcher::watch(self, params, resource_version))
+    }
+    fn delivers_compact_objects(&self) -> bool {
+        ListerWatcher::delivers_compact_objects(self)
     }
 }
 
@@ -67,5 +71,8 @@ impl<K: Clone + Send + 'static> ListerWatcher<K> for BoxListerWatcher<K> {
         resource_version: &str,
     ) -> Result<WatchStream<K>, kube::Error> {
         self.0.watch(params, resource_version).await
+    }
+    fn delivers_compact_objects(&self) -> bool {
+        self.0.delivers_compact_objects()
     }
 }

@@ -8,12 +8,14 @@
 
 mod backoff;
 mod boxed_list_watch;
+mod decode;
 mod delta;
 mod delta_fifo;
 mod factory;
 mod handler;
 mod index;
 mod key;
+mod kube_source;
 mod list_watch;
 mod lister;
 mod metadata;
@@ -28,6 +30,7 @@ mod transform;
 
 pub use backoff::Backoff;
 pub use boxed_list_watch::BoxListerWatcher;
+pub use decode::{DecodeError, decode_list, decode_object, decode_watch_event};
 pub use delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas, ObjectOrTombstone};
 pub use delta_fifo::{
     DeltaFifo, DeltaFifoOptions, FifoClosed, KnownObjects, ListedKeys, TransformFunc,

@@ -1,7 +1,8 @@
 //! Where a reflector gets its objects: a list, then a watch.
 //!
 //! Any kube-client [`Api<K>`] is a [`ListerWatcher`] (typed resources and `DynamicObject`
-//! alike); [`ScriptedListerWatcher`] plays back scripted answers for unit tests.
+//! alike; its requests go through kube-client, its bodies are decoded by
+//! [`decode`](crate::decode_object), pages on all cores); [`ScriptedListerWatcher`] plays back scripted answers for unit tests.
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
@@ -9,11 +10,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures_util::stream::{BoxStream, StreamExt};
-use kube::Api;
 use kube::api::{ListParams, ObjectList, WatchEvent, WatchParams};
+use kube::{Api, Client};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, mpsc};
+
+use crate::kube_source;
 
 /// A stream of watch events.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
@@ -32,17 +35,25 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
         params: &WatchParams,
         resource_version: &str,
     ) -> impl Future<Output = Result<WatchStream<K>, kube::Error>> + Send;
+
+    /// Whether the objects this source hands out are already allocated exactly (no spare
+    /// capacity in their vectors), so that an informer caching them need not copy each one to
+    /// compact it. `false` unless the source says so; the kube-client implementation decodes
+    /// compactly and says `true`.
+    fn delivers_compact_objects(&self) -> bool {
+        false
+    }
 }
 
 impl<K> ListerWatcher<K> for Api<K>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    fn list(
-        &self,
-        params: &ListParams,
-    ) -> impl Future<Output = Result<ObjectList<K>, kube::Error>> + Send {
-        Api::list(self, params)
+    async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, kube::Error> {
+        let request = kube::core::Request::new(self.resource_url())
+            .list(params)
+            .map_err(kube::Error::BuildRequest)?;
+        kube_source::list(&Client::from(self.clone()), request).await
     }
 
     async fn watch(
@@ -50,7 +61,14 @@ where
         params: &WatchParams,
         resource_version: &str,
     ) -> Result<WatchStream<K>, kube::Error> {
-        Ok(Api::watch(self, params, resource_version).await?.boxed())
+        let request = kube::core::Request::new(self.resource_url())
+            .watch(params, resource_version)
+            .map_err(kube::Error::BuildRequest)?;
+        kube_source::watch(&Client::from(self.clone()), request).await
+    }
+
+    fn delivers_compact_objects(&self) -> bool {
+        true
     }
 }
 

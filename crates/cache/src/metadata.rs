@@ -2,12 +2,12 @@
 
 use std::fmt::Debug;
 
-use futures_util::StreamExt;
 use kube::api::{ListParams, ObjectList, WatchParams};
 use kube::core::PartialObjectMeta;
-use kube::{Api, Resource};
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
+use crate::kube_source;
 use crate::list_watch::{ListerWatcher, WatchStream};
 
 /// Lists and watches only the metadata of `K` (kube-apiserver answers with
@@ -54,7 +54,10 @@ where
         &self,
         params: &ListParams,
     ) -> Result<ObjectList<PartialObjectMeta<K>>, kube::Error> {
-        self.api.list_metadata(params).await
+        let request = kube::core::Request::new(self.api.resource_url())
+            .list_metadata(params)
+            .map_err(kube::Error::BuildRequest)?;
+        kube_source::list(&Client::from(self.api.clone()), request).await
     }
 
     async fn watch(
@@ -62,10 +65,13 @@ where
         params: &WatchParams,
         resource_version: &str,
     ) -> Result<WatchStream<PartialObjectMeta<K>>, kube::Error> {
-        Ok(self
-            .api
+        let request = kube::core::Request::new(self.api.resource_url())
             .watch_metadata(params, resource_version)
-            .await?
-            .boxed())
+            .map_err(kube::Error::BuildRequest)?;
+        kube_source::watch(&Client::from(self.api.clone()), request).await
+    }
+
+    fn delivers_compact_objects(&self) -> bool {
+        true
     }
 }

@@ -320,9 +320,14 @@ where
     }
 
     /// Whether each incoming object is re-allocated compactly (a clone) before it is cached; on
-    /// by default. Decoding leaves spare capacity in every vector (about 6 KB in a typical Pod),
-    /// and the clone gives it back at the price of a copy per change: turn it off when CPU is
-    /// scarcer than memory (see docs/BENCHMARKS.md for both sides). Refused after start.
+    /// by default. A decoder that grows vectors as it goes leaves spare capacity in them (serde
+    /// over serde_json: about 6 KB in a typical Pod), and the clone gives it back at the price
+    /// of a copy per change. Sources that decode compactly
+    /// ([`ListerWatcher::delivers_compact_objects`](crate::ListerWatcher::delivers_compact_objects): any kube-client `Api`, and
+    /// [`MetadataListerWatcher`](crate::MetadataListerWatcher)) skip the copy whatever this
+    /// says; a transform's output is cached as it returns it. Turn it off for another source
+    /// when CPU is scarcer than memory (see docs/BENCHMARKS.md for both sides). Refused after
+    /// start.
     pub fn set_compact_objects(&self, compact: bool) -> Result<(), InformerError> {
         let mut config = self.inner.config.lock();
         if config.started {
@@ -412,7 +417,7 @@ where
                 known_objects: Some(known),
                 emit_delta_type_replaced: true,
                 transformer: config.transform.clone(),
-                compact: config.compact,
+                compact: config.compact && !self.inner.lister_watcher.delivers_compact_objects(),
             }));
             let mut reflector = Reflector::new(
                 self.inner.lister_watcher.clone(),

@@ -1,0 +1,341 @@
+//! Lists and watches through kube-client, decoded by ctrlkit.
+//!
+//! Requests are built by `kube::core::Request` and sent by `kube::Client` (its authentication,
+//! TLS and middleware as configured); only the bodies are decoded here, with
+//! [`decode`](crate::decode):
+//!
+//! - a list page's items are decoded on blocking threads, several at once, so a relist uses
+//!   every core instead of the one that reads the response;
+//! - a watch body is read by a task of its own, which decodes a lone event itself and splits a
+//!   burst over blocking threads, handing the events on in order through a bounded channel:
+//!   decoding the next events overlaps with storing the last ones.
+//!
+//! Objects come out with exactly sized vectors, so informers over these sources skip their
+//! compacting copy ([`ListerWatcher::delivers_compact_objects`]).
+
+use std::collections::VecDeque;
+use std::num::NonZeroUsize;
+use std::sync::OnceLock;
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::stream::StreamExt;
+use http_body_util::BodyExt;
+use kube::Client;
+use kube::api::{ObjectList, WatchEvent};
+use kube::client::Body;
+use kube::core::Status;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::decode::{self, DecodeError};
+use crate::list_watch::WatchStream;
+
+/// Batches of watch events read ahead of the consumer, at most: enough to keep every decoding
+/// thread busy while the consumer stores a burst, little enough not to hold a second copy of a
+/// large backlog.
+const BATCHES_AHEAD: usize = 8;
+
+/// Lines that arrive together in fewer than this are decoded by the reading task itself.
+const PARALLEL_LINES: usize = 4;
+
+/// The most lines in one batch.
+const MAX_BATCH: usize = 64;
+
+/// The longest watch line read: far beyond any object an API server stores (etcd's limit is
+/// 1.5 MiB), short of letting a peer that never sends a newline fill the memory.
+const MAX_LINE: usize = 64 << 20;
+
+/// Pages with fewer items than this are decoded by the task that fetched them.
+const PARALLEL_FROM: usize = 32;
+
+/// How many threads decode one page.
+fn decoding_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get))
+}
+
+/// Sends `request` and returns the response, or the API's error as kube-client reports it.
+async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Result<Body, kube::Error> {
+    let response = client.send(request.map(Body::from)).await?;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return Ok(response.into_body());
+    }
+    let body = response.into_body().collect().await?.to_bytes();
+    let status = match serde_json::from_slice::<Status>(&body) {
+        Ok(status) => status,
+        // Not every error body is a Status (a proxy's page, a path nobody serves).
+        Err(_) => Status::failure(
+            String::from_utf8_lossy(&body).trim(),
+            "Failed to parse error data",
+        )
+        .with_code(status.as_u16()),
+    };
+    Err(kube::Error::Api(status.boxed()))
+}
+
+/// One list request: its page fetched whole, then its items decoded on all cores.
+pub(crate) async fn list<T>(
+    client: &Client,
+    request: http::Request<Vec<u8>>,
+) -> Result<ObjectList<T>, kube::Error>
+where
+    T: DeserializeOwned + Clone + Send + 'static,
+{
+    let body = send(client, request).await?.collect().await?.to_bytes();
+    Ok(decode_page(body).await?)
+}
+
+/// Decodes a list body, splitting its items over the decoding threads.
+async fn decode_page<T>(body: Bytes) -> Result<ObjectList<T>, DecodeError>
+where
+    T: DeserializeOwned + Clone + Send + 'static,
+{
+    let split = decode::split_list(&body)?;
+    let threads = decoding_threads();
+    let items = if split.items.len() < PARALLEL_FROM || threads < 2 {
+        decode::decode_items(&body, &split.items)?
+    } else {
+        let per_thread = split.items.len().div_ceil(threads);
+        let decoding: Vec<_> = split
+            .items
+            .chunks(per_thread)
+            .map(|ranges| {
+                let body = body.clone();
+                let ranges = ranges.to_vec();
+                tokio::task::spawn_blocking(move || decode::decode_items::<T>(&body, &ranges))
+            })
+            .collect();
+        let mut items = Vec::with_capacity(split.items.len());
+        for chunk in decoding {
+            match chunk.await {
+                Ok(decoded) => items.extend(decoded?),
+                // A panic inside a `Deserialize` impl: the page is lost, not the process.
+                Err(err) => {
+                    return Err(DecodeError::Invalid {
+                        what: "a list item",
+                        message: format!("the decoding thread failed: {err}"),
+                    });
+                }
+            }
+        }
+        items
+    };
+    Ok(ObjectList {
+        types: split.types,
+        metadata: split.metadata,
+        items,
+    })
+}
+
+/// One watch request: the stream of its events, read by a task of its own and decoded on
+/// blocking threads when they come in bursts.
+pub(crate) async fn watch<T>(
+    client: &Client,
+    mut request: http::Request<Vec<u8>>,
+) -> Result<WatchStream<T>, kube::Error>
+where
+    T: DeserializeOwned + Clone + Send + 'static,
+{
+    // One event per line, uncompressed: a gzip member per event (kube-apiserver 1.37) would
+    // need a decompressor that handles many members.
+    request
+        .headers_mut()
+        .entry(http::header::ACCEPT_ENCODING)
+        .or_insert(http::HeaderValue::from_static("identity"));
+    let body = send(client, request).await?;
+    let (sender, receiver) = mpsc::channel(BATCHES_AHEAD);
+    tokio::spawn(read_watch(body, sender));
+    let events = (receiver, VecDeque::new());
+    Ok(
+        futures_util::stream::unfold(events, |(mut receiver, mut ready)| async move {
+            loop {
+                if let Some(event) = ready.pop_front() {
+                    return Some((event, (receiver, ready)));
+                }
+                ready = match receiver.recv().await? {
+                    Batch::Ready(events) => events.into(),
+                    Batch::Decoding(decoding) => match decoding.await {
+                        Ok(events) => events.into(),
+                        // A panic inside a `Deserialize` impl: the watch ends with an error
+                        // and the reflector resumes it.
+                        Err(err) => {
+                            let io = std::io::Error::other(err);
+                            VecDeque::from([Err(kube::Error::ReadEvents(io))])
+                        }
+                    },
+                };
+            }
+        })
+        .boxed(),
+    )
+}
+
+type EventResult<T> = Result<WatchEvent<T>, kube::Error>;
+
+/// Consecutive events of a watch: decoded, or being decoded on a blocking thread.
+enum Batch<T> {
+    Ready(Vec<EventResult<T>>),
+    Decoding(JoinHandle<Vec<EventResult<T>>>),
+}
+
+/// Reads a watch body line by line and sends its events in order, in batches, until the body
+/// ends, fails or nobody listens any more.
+async fn read_watch<T>(mut body: Body, sender: mpsc::Sender<Batch<T>>)
+where
+    T: DeserializeOwned + Clone + Send + 'static,
+{
+    let mut pending = BytesMut::new();
+    // How much of `pending` is known to hold no newline.
+    let mut scanned = 0;
+    loop {
+        let frame = tokio::select! {
+            frame = body.frame() => frame,
+            // The stream was dropped: close the connection now, not at the next event.
+            () = sender.closed() => return,
+        };
+        let data = match frame {
+            None => break,
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue, // trailers
+            },
+            Some(Err(err)) => {
+                if !is_cut(&err) {
+                    let io = std::io::Error::other(err);
+                    let _ = sender
+                        .send(Batch::Ready(vec![Err(kube::Error::ReadEvents(io))]))
+                        .await;
+                }
+                // A connection cut mid-stream ends the watch like a close: the reflector resumes
+                // from the last version it saw. A partial line is dropped with it.
+                return;
+            }
+        };
+        pending.extend_from_slice(data.chunk());
+        let mut lines = Vec::new();
+        while let Some(end) = memchr::memchr(b'\n', &pending[scanned..]) {
+            let line = pending.split_to(scanned + end + 1).freeze();
+            scanned = 0;
+            if !line.trim_ascii().is_empty() {
+                lines.push(line);
+            }
+        }
+        scanned = pending.len();
+        for batch in batches(lines) {
+            if sender.send(batch).await.is_err() {
+                return;
+            }
+        }
+        if pending.len() > MAX_LINE {
+            let io = std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a watch event longer than {MAX_LINE} bytes"),
+            );
+            let _ = sender
+                .send(Batch::Ready(vec![Err(kube::Error::ReadEvents(io))]))
+                .await;
+            return;
+        }
+    }
+    // The body ended. A last line without its newline is decoded if it is whole; if it is cut
+    // short, the connection was closed mid-event and the watch resumes as after any close.
+    if !pending.trim_ascii().is_empty() {
+        let whole = serde_json::from_slice::<serde::de::IgnoredAny>(&pending)
+            .map_or_else(|err| !err.is_eof(), |_| true);
+        if whole {
+            let event = decode::decode_watch_event(pending.trim_ascii());
+            let _ = sender.send(Batch::Ready(vec![event])).await;
+        }
+    }
+}
+
+/// Groups lines that arrived together into batches: a few are decoded here; a burst is split
+/// over the decoding threads, each batch on a blocking thread of its own.
+fn batches<T>(lines: Vec<Bytes>) -> Vec<Batch<T>>
+where
+    T: DeserializeOwned + Clone + Send + 'static,
+{
+    if lines.len() < PARALLEL_LINES {
+        if lines.is_empty() {
+            return Vec::new();
+        }
+        return vec![Batch::Ready(decode_lines(&lines))];
+    }
+    let per_batch = lines.len().div_ceil(decoding_threads()).min(MAX_BATCH);
+    lines
+        .chunks(per_batch)
+        .map(|chunk| {
+            let chunk = chunk.to_vec();
+            Batch::Decoding(tokio::task::spawn_blocking(move || decode_lines(&chunk)))
+        })
+        .collect()
+}
+
+fn decode_lines<T: DeserializeOwned + Clone>(lines: &[Bytes]) -> Vec<EventResult<T>> {
+    lines
+        .iter()
+        .map(|line| decode::decode_watch_event(line.trim_ascii()))
+        .collect()
+}
+
+/// Whether a body error is the connection ending early (a probable EOF), which ends a watch
+/// the way a close does, as in kube-client and client-go.
+fn is_cut(err: &kube::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if current
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    err.to_string().contains("unexpected EOF during chunk")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_large_page_decodes_in_order_on_several_threads() {
+        let items: Vec<serde_json::Value> = (0..1000)
+            .map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i:04}")}, "data": {"i": i.to_string()}}))
+            .collect();
+        let body = serde_json::to_vec(&serde_json::json!({
+            "kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "77"}, "items": items
+        }))
+        .unwrap();
+        let list = decode_page::<k8s_openapi::api::core::v1::ConfigMap>(Bytes::from(body))
+            .await
+            .unwrap();
+        assert_eq!(list.items.len(), 1000);
+        for (i, item) in list.items.iter().enumerate() {
+            assert_eq!(
+                item.metadata.name.as_deref(),
+                Some(format!("cm-{i:04}").as_str())
+            );
+        }
+        assert_eq!(list.metadata.resource_version.as_deref(), Some("77"));
+    }
+
+    #[tokio::test]
+    async fn one_bad_item_fails_the_page() {
+        let mut items: Vec<serde_json::Value> = (0..100)
+            .map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i}")}}))
+            .collect();
+        items[70] = serde_json::json!({"metadata": {"name": 70}});
+        let body = serde_json::to_vec(&serde_json::json!({"items": items})).unwrap();
+        let err = decode_page::<k8s_openapi::api::core::v1::ConfigMap>(Bytes::from(body))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("cannot decode a list item"),
+            "{err}"
+        );
+    }
+}
