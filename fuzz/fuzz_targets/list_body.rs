@@ -1,10 +1,12 @@
-//! A list response body, decoded as kube-client decodes `Api::list` (`ObjectList<ConfigMap>`), and
+//! A list response body, decoded as ctrlkit's kube-client source decodes a list page
+//! (`decode_list`: the envelope split with serde_json, each item decoded with simd-json), and
 //! stored the ways ctrlkit stores a list: all at once (`Indexer::replace`), page by page as the
 //! reflector relists (`ReflectorStore::replace_page` / `replace_finish`, into an `Indexer` and a
 //! `DeltaFifo` that knows the indexer), and key by key into a `ThreadSafeStore`, all with the
 //! namespace index.
 //!
-//! Checked: nothing panics; `replace` stores exactly the distinct keys of the list (or fails and
+//! Checked: nothing panics; where serde_json (kube-client's own decoder) also decodes the body,
+//! both decode the same items; `replace` stores exactly the distinct keys of the list (or fails and
 //! leaves the store alone when an item has no key); a paged relist ends with exactly the listed
 //! keys; the namespace index answers for every stored namespace.
 #![no_main]
@@ -14,7 +16,7 @@ use std::sync::Arc;
 
 use ctrlkit_cache::{
     DeltaFifo, DeltaFifoOptions, Indexer, ListedKeys, NAMESPACE_INDEX, ReflectorStore,
-    ThreadSafeStore, meta_namespace_index_func, meta_namespace_key, namespace_indexers,
+    ThreadSafeStore, decode_list, meta_namespace_index_func, meta_namespace_key, namespace_indexers,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::ObjectList;
@@ -32,7 +34,12 @@ fn check_index(indexer: &Indexer<ConfigMap>) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(list) = serde_json::from_slice::<ObjectList<ConfigMap>>(data) else {
+    let ours = decode_list::<ConfigMap>(data);
+    if let (Ok(ours), Ok(theirs)) = (&ours, serde_json::from_slice::<ObjectList<ConfigMap>>(data)) {
+        assert_eq!(ours.items, theirs.items);
+        assert_eq!(ours.metadata, theirs.metadata);
+    }
+    let Ok(list) = ours else {
         return;
     };
     let _ = list

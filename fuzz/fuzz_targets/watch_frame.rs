@@ -1,10 +1,11 @@
-//! A watch stream, one JSON event per line, decoded as kube-client decodes it and applied the way
+//! A watch stream, one JSON event per line, decoded as ctrlkit's kube-client source decodes it
+//! (`decode_watch_event`: simd-json, the reflector's decoder for `Api<K>`) and applied the way
 //! ctrlkit's reflector applies events: to an `Indexer` with the namespace index (the plain store
 //! of a reflector without handlers) and to a `DeltaFifo` (an informer's queue), after going
-//! through the key functions. ctrlkit has no decoder of its own: `Api::watch` hands the reflector
-//! `kube::core::WatchEvent`s decoded with `serde_json::from_slice`, line by line.
+//! through the key functions.
 //!
-//! Checked: nothing panics; an object that has a key is stored under it and found in the namespace
+//! Checked: nothing panics; where serde_json (kube-client's own decoder) also decodes a line, both
+//! decode the same event; an object that has a key is stored under it and found in the namespace
 //! index under its namespace; a key made by `meta_namespace_key` splits back into the object's
 //! namespace and name.
 #![no_main]
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use ctrlkit_cache::{
     DeltaFifo, DeltaFifoOptions, Indexer, NAMESPACE_INDEX, ObjectOrTombstone,
-    deletion_handling_meta_namespace_key, drop_managed_fields, meta_namespace_key,
+    decode_watch_event, deletion_handling_meta_namespace_key, drop_managed_fields, meta_namespace_key,
     namespace_indexers, split_meta_namespace_key,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -47,7 +48,11 @@ fuzz_target!(|data: &[u8]| {
         ..Default::default()
     });
     for line in data.split(|&byte| byte == b'\n') {
-        let Ok(event) = serde_json::from_slice::<WatchEvent<ConfigMap>>(line) else {
+        let ours = decode_watch_event::<ConfigMap>(line);
+        if let (Ok(ours), Ok(theirs)) = (&ours, serde_json::from_slice::<WatchEvent<ConfigMap>>(line)) {
+            assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+        }
+        let Ok(event) = ours else {
             continue;
         };
         match event {

@@ -8,9 +8,9 @@
 //! ctrlkit's `SharedIndexInformer` as is, with `drop_managed_fields`, over a slim projection
 //! type (Pods), and metadata-only. Each child reports the time to synced, its live heap (a
 //! counting allocator) at its peak during the initial sync and once synced, its resident memory,
-//! and then the rate at which it hands a backlog of updates to its handler: the parent cuts and
-//! holds the child's watch, writes the updates straight into the server's store, then lets the
-//! resumed watch replay them. `--quick` runs 10,000 objects only; `--objects N` and
+//! its CPU time, and then the rate at which it hands a backlog of updates to its handler, and the
+//! CPU time per update: the parent cuts and holds the child's watch, writes the updates straight
+//! into the server's store, then lets the resumed watch replay them (three bursts, the median). `--quick` runs 10,000 objects only; `--objects N` and
 //! `--kind pods|configmaps` pick one size and kind; `--client NAME` (repeatable, a name of the
 //! table's client column) runs only those clients.
 
@@ -47,6 +47,13 @@ static HEAP: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
 
 const NAMESPACE: &str = "bench";
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
+/// Bursts of updates each client replays; the table gives the median.
+const ROUNDS: usize = 3;
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
 
 fn main() {
     if let Ok(role) = std::env::var(CHILD_ENV) {
@@ -171,38 +178,50 @@ async fn run_size(kind: &str, objects: usize) {
         let synced = tokio::task::block_in_place(|| lines.next())
             .expect("synced line")
             .expect("read");
-        // The burst: watches are cut and held while the updates go straight into the store,
+        // The bursts: watches are cut and held while the updates go straight into the store,
         // then released, so the rate is the client's (and the server's replay), not the
-        // writer's.
+        // writer's. The raw replay reads one burst; the clients `ROUNDS`, reported as medians.
         let store = server.store();
-        server.faults().hold_watches();
-        server.faults().cut_watches();
-        for i in 0..updates {
-            let name = format!("obj-{i:06}");
-            let mut current = (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
-            current["metadata"]["labels"]["round"] = json!(client.len().to_string());
-            if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("resourceVersion");
+        let rounds = if client.starts_with("server replay") {
+            1
+        } else {
+            ROUNDS
+        };
+        let mut rates = Vec::new();
+        let mut cpu_per_update = Vec::new();
+        for round in 0..rounds {
+            server.faults().hold_watches();
+            server.faults().cut_watches();
+            for i in 0..updates {
+                let name = format!("obj-{i:06}");
+                let mut current = (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
+                current["metadata"]["labels"]["round"] = json!(format!("{}-{round}", client.len()));
+                if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("resourceVersion");
+                }
+                let (updated, _) = store
+                    .update(resource, NAMESPACE, &name, current, false)
+                    .expect("update");
+                // Serialized now, as a write over HTTP is for its response: the replay below
+                // then sends bytes, as a real API server's watch cache does.
+                let _ = updated.json();
             }
-            let (updated, _) = store
-                .update(resource, NAMESPACE, &name, current, false)
-                .expect("update");
-            // Serialized now, as a write over HTTP is for its response: the replay below then
-            // sends bytes, as a real API server's watch cache does.
-            let _ = updated.json();
+            let burst = Instant::now();
+            writeln!(stdin, "go").expect("go");
+            server.faults().release_watches();
+            let watched = tokio::task::block_in_place(|| lines.next())
+                .expect("watch line")
+                .expect("read");
+            let watch_cpu_ms: f64 = watched
+                .strip_prefix("watched ")
+                .expect("watched")
+                .parse()
+                .expect("cpu");
+            rates.push(updates as f64 / burst.elapsed().as_secs_f64());
+            cpu_per_update.push(watch_cpu_ms * 1000.0 / updates as f64);
         }
-        let burst = Instant::now();
-        writeln!(stdin, "go").expect("go");
-        server.faults().release_watches();
-        let watched = tokio::task::block_in_place(|| lines.next())
-            .expect("watch line")
-            .expect("read");
-        let watch_cpu_ms: f64 = watched
-            .strip_prefix("watched ")
-            .expect("watched")
-            .parse()
-            .expect("cpu");
-        let rate = updates as f64 / burst.elapsed().as_secs_f64();
+        let rate = median(&mut rates);
+        let cpu_per_update = median(&mut cpu_per_update);
         drop(stdin);
         let _ = child.wait();
         let fields: Vec<&str> = synced.split_whitespace().collect();
@@ -235,7 +254,7 @@ async fn run_size(kind: &str, objects: usize) {
             rss_peak / 1048576.0,
             rss / 1048576.0,
             rate,
-            watch_cpu_ms * 1000.0 / updates as f64
+            cpu_per_update
         );
     }
     server.shutdown().await;
@@ -511,8 +530,9 @@ fn child(role: &str) {
     runtime.shutdown_background();
 }
 
-/// Reports "synced <ms> <heap peak> <heap now> <rss>", waits for "go", then reports "watched"
-/// once `updates` more updates reached the handler (the parent times the burst).
+/// Reports "synced <ms> <heap peak> <heap now> <rss peak> <rss> <cpu ms>", then for each of
+/// `ROUNDS` bursts waits for "go" and reports "watched <cpu ms>" once `updates` more updates
+/// reached the handler (the parent times the burst).
 async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notify, updates: usize) {
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
     // Steady state: what is still held once the initial sync's buffers are gone. (Two
@@ -527,25 +547,31 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
         rss_bytes(),
         cpu_ms()
     );
-    let mut line = String::new();
-    tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line)).expect("go");
-    let cpu_before = cpu_ms();
-    while seen.load(Ordering::SeqCst) < base + updates {
-        let notified = progress.notified();
-        if seen.load(Ordering::SeqCst) >= base + updates {
-            break;
+    for round in 1..=ROUNDS {
+        let mut line = String::new();
+        let read = tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line));
+        if read.unwrap_or(0) == 0 {
+            return;
         }
-        if tokio::time::timeout(Duration::from_millis(1000), notified)
-            .await
-            .is_err()
-        {
-            eprintln!(
-                "child waiting: {} of {updates} seen",
-                seen.load(Ordering::SeqCst) - base
-            );
+        let cpu_before = cpu_ms();
+        let target = base + updates * round;
+        while seen.load(Ordering::SeqCst) < target {
+            let notified = progress.notified();
+            if seen.load(Ordering::SeqCst) >= target {
+                break;
+            }
+            if tokio::time::timeout(Duration::from_millis(1000), notified)
+                .await
+                .is_err()
+            {
+                eprintln!(
+                    "child waiting: {} of {updates} seen",
+                    seen.load(Ordering::SeqCst) + updates - target
+                );
+            }
         }
+        println!("watched {}", cpu_ms() - cpu_before);
     }
-    println!("watched {}", cpu_ms() - cpu_before);
 }
 
 async fn ctrlkit<K>(

@@ -18,6 +18,7 @@ use std::num::NonZeroUsize;
 use std::sync::OnceLock;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures_util::FutureExt;
 use futures_util::stream::StreamExt;
 use http_body_util::BodyExt;
 use kube::Client;
@@ -38,6 +39,10 @@ const BATCHES_AHEAD: usize = 8;
 
 /// Lines that arrive together in fewer than this are decoded by the reading task itself.
 const PARALLEL_LINES: usize = 4;
+
+/// How much of a watch body is gathered, at most, from frames that have already arrived before
+/// its lines are decoded.
+const GATHER: usize = 1 << 20;
 
 /// The most lines in one batch.
 const MAX_BATCH: usize = 64;
@@ -189,11 +194,16 @@ where
     let mut pending = BytesMut::new();
     // How much of `pending` is known to hold no newline.
     let mut scanned = 0;
+    // How the body went on (a frame, its end or an error) when it was last polled ahead.
+    let mut deferred = None;
     loop {
-        let frame = tokio::select! {
-            frame = body.frame() => frame,
-            // The stream was dropped: close the connection now, not at the next event.
-            () = sender.closed() => return,
+        let frame = match deferred.take() {
+            Some(frame) => frame,
+            None => tokio::select! {
+                frame = body.frame() => frame,
+                // The stream was dropped: close the connection now, not at the next event.
+                () = sender.closed() => return,
+            },
         };
         let data = match frame {
             None => break,
@@ -214,6 +224,23 @@ where
             }
         };
         pending.extend_from_slice(data.chunk());
+        // A burst comes in many small frames: take what has already arrived, so that it is
+        // decoded in batches big enough to share out, not one event at a time. The end of the
+        // body or an error is kept for the next turn, after these lines.
+        while pending.len() < GATHER {
+            match body.frame().now_or_never() {
+                Some(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        pending.extend_from_slice(data.chunk());
+                    }
+                }
+                Some(outcome) => {
+                    deferred = Some(outcome);
+                    break;
+                }
+                None => break,
+            }
+        }
         let mut lines = Vec::new();
         while let Some(end) = memchr::memchr(b'\n', &pending[scanned..]) {
             let line = pending.split_to(scanned + end + 1).freeze();
@@ -321,6 +348,37 @@ mod tests {
             );
         }
         assert_eq!(list.metadata.resource_version.as_deref(), Some("77"));
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_lines_comes_out_in_order_with_its_errors_in_place() {
+        let mut lines: Vec<Bytes> = (0..300)
+            .map(|i| {
+                let line = serde_json::json!({"type": "MODIFIED",
+                    "object": {"metadata": {"name": format!("cm-{i:03}")}}});
+                Bytes::from(format!("{line}\n"))
+            })
+            .collect();
+        lines[150] = Bytes::from_static(b"{not json\n");
+        let batches = batches::<k8s_openapi::api::core::v1::ConfigMap>(lines);
+        assert!(batches.len() >= 5, "{} batches", batches.len());
+        let mut events = Vec::new();
+        for batch in batches {
+            match batch {
+                Batch::Ready(ready) => events.extend(ready),
+                Batch::Decoding(decoding) => events.extend(decoding.await.unwrap()),
+            }
+        }
+        assert_eq!(events.len(), 300);
+        for (i, event) in events.into_iter().enumerate() {
+            match event {
+                Ok(WatchEvent::Modified(cm)) => {
+                    assert_eq!(cm.metadata.name, Some(format!("cm-{i:03}")));
+                }
+                Err(kube::Error::SerdeError(_)) => assert_eq!(i, 150),
+                other => panic!("{i}: {other:?}"),
+            }
+        }
     }
 
     #[tokio::test]
