@@ -144,7 +144,6 @@ async fn run_size(kind: &str, objects: usize) {
         "server replay (no client)",
         "kube-runtime",
         "ctrlkit",
-        "ctrlkit uncompacted",
         "ctrlkit drop-managed-fields",
     ];
     if kind == "pods" {
@@ -490,12 +489,6 @@ fn child(role: &str) {
         match (role, kind.as_str()) {
             ("kube-runtime", "pods") => kube_runtime(Api::<Pod>::all(client), updates).await,
             ("kube-runtime", _) => kube_runtime(Api::<ConfigMap>::all(client), updates).await,
-            ("ctrlkit uncompacted", "pods") => {
-                ctrlkit_with(Api::<Pod>::all(client), false, false, updates).await
-            }
-            ("ctrlkit uncompacted", _) => {
-                ctrlkit_with(Api::<ConfigMap>::all(client), false, false, updates).await
-            }
             ("ctrlkit", "pods") => ctrlkit(Api::<Pod>::all(client), false, updates).await,
             ("ctrlkit", _) => ctrlkit(Api::<ConfigMap>::all(client), false, updates).await,
             ("ctrlkit drop-managed-fields", "pods") => {
@@ -581,17 +574,6 @@ async fn ctrlkit<K>(
 ) where
     K: Resource + Clone + Send + Sync + 'static,
 {
-    ctrlkit_with(lister_watcher, drop_fields, true, updates).await;
-}
-
-async fn ctrlkit_with<K>(
-    lister_watcher: impl ctrlkit_cache::ListerWatcher<K>,
-    drop_fields: bool,
-    compact: bool,
-    updates: usize,
-) where
-    K: Resource + Clone + Send + Sync + 'static,
-{
     let seen = Arc::new(AtomicUsize::new(0));
     let progress = Arc::new(Notify::new());
     let informer = SharedIndexInformer::new(lister_watcher, Duration::ZERO, Default::default());
@@ -600,7 +582,6 @@ async fn ctrlkit_with<K>(
             eprintln!("child: {err}");
         }))
         .expect("error handler");
-    informer.set_compact_objects(compact).expect("compact");
     if drop_fields {
         informer
             .set_transform(Arc::new(drop_managed_fields::<K>))
