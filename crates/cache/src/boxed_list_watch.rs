@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use kube::api::{ListParams, ObjectList, WatchParams};
 
-use crate::list_watch::{ListerWatcher, WatchStream};
+use crate::list_watch::{ListerWatcher, PageStream, WatchStream};
 
 trait DynListerWatcher<K: Clone>: Send + Sync {
     fn list<'a>(
@@ -17,10 +17,11 @@ trait DynListerWatcher<K: Clone>: Send + Sync {
         params: &'a WatchParams,
         resource_version: &'a str,
     ) -> BoxFuture<'a, Result<WatchStream<K>, kube::Error>>;
+    fn list_pages(&self, params: ListParams) -> PageStream<'_, K>;
     fn delivers_compact_objects(&self) -> bool;
 }
 
-impl<K: Clone + 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
+impl<K: Clone + Send + 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
     fn list<'a>(
         &'a self,
         params: &'a ListParams,
@@ -33,6 +34,9 @@ impl<K: Clone + 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
         resource_version: &'a str,
     ) -> BoxFuture<'a, Result<WatchStream<K>, kube::Error>> {
         Box::pin(ListerWatcher::watch(self, params, resource_version))
+    }
+    fn list_pages(&self, params: ListParams) -> PageStream<'_, K> {
+        ListerWatcher::list_pages(self, params)
     }
     fn delivers_compact_objects(&self) -> bool {
         ListerWatcher::delivers_compact_objects(self)
@@ -54,7 +58,7 @@ impl<K: Clone> std::fmt::Debug for BoxListerWatcher<K> {
     }
 }
 
-impl<K: Clone + 'static> BoxListerWatcher<K> {
+impl<K: Clone + Send + 'static> BoxListerWatcher<K> {
     /// Boxes `lister_watcher`.
     pub fn new(lister_watcher: impl ListerWatcher<K>) -> Self {
         Self(Arc::new(lister_watcher))
@@ -71,6 +75,9 @@ impl<K: Clone + Send + 'static> ListerWatcher<K> for BoxListerWatcher<K> {
         resource_version: &str,
     ) -> Result<WatchStream<K>, kube::Error> {
         self.0.watch(params, resource_version).await
+    }
+    fn list_pages(&self, params: ListParams) -> PageStream<'_, K> {
+        self.0.list_pages(params)
     }
     fn delivers_compact_objects(&self) -> bool {
         self.0.delivers_compact_objects()

@@ -5,7 +5,8 @@
 //! [`decode`](crate::decode):
 //!
 //! - a list page's items are decoded on blocking threads, several at once, so a relist uses
-//!   every core instead of the one that reads the response;
+//!   every core instead of the one that reads the response, and the next page is requested
+//!   as soon as this one's continue token is read, so the server sends it meanwhile;
 //! - a watch body is read by a task of its own, which decodes a lone event itself and splits a
 //!   burst over blocking threads, handing the events on in order through a bounded channel:
 //!   decoding the next events overlaps with storing the last ones.
@@ -15,22 +16,23 @@
 
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
 use futures_util::stream::StreamExt;
 use http_body_util::BodyExt;
 use kube::Client;
-use kube::api::{ObjectList, WatchEvent};
+use kube::api::{ListParams, ObjectList, WatchEvent};
 use kube::client::Body;
 use kube::core::Status;
+use kube::core::request::Error as RequestError;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::decode::{self, DecodeError};
-use crate::list_watch::WatchStream;
+use crate::list_watch::{PageStream, WatchStream, next_page};
 
 /// Batches of watch events read ahead of the consumer, at most: enough to keep every decoding
 /// thread busy while the consumer stores a burst, little enough not to hold a second copy of a
@@ -88,16 +90,82 @@ pub(crate) async fn list<T>(
 where
     T: DeserializeOwned + Clone + Send + 'static,
 {
-    let body = send(client, request).await?.collect().await?.to_bytes();
-    Ok(decode_page(body).await?)
+    let body = fetch(client, request).await?;
+    let split = decode::split_list(&body)?;
+    Ok(decode_page(body, split).await?)
 }
 
-/// Decodes a list body, splitting its items over the decoding threads.
-async fn decode_page<T>(body: Bytes) -> Result<ObjectList<T>, DecodeError>
+async fn fetch(client: &Client, request: http::Request<Vec<u8>>) -> Result<Bytes, kube::Error> {
+    Ok(send(client, request).await?.collect().await?.to_bytes())
+}
+
+/// How a list request is made from its parameters (`Request::list`, `Request::list_metadata`).
+pub(crate) type BuildList =
+    fn(&kube::core::Request, &ListParams) -> Result<http::Request<Vec<u8>>, RequestError>;
+
+/// A list page by page, each page requested as soon as the one before has been read (its
+/// continue token is in the envelope), so that the server sends it while the one before is
+/// decoded.
+pub(crate) fn list_pages<T>(
+    client: Client,
+    request: kube::core::Request,
+    params: ListParams,
+    build: BuildList,
+) -> PageStream<'static, T>
 where
     T: DeserializeOwned + Clone + Send + 'static,
 {
-    let split = decode::split_list(&body)?;
+    let source = Arc::new((client, request, build));
+    let first = start_fetch(&source, &params);
+    futures_util::stream::unfold(Some((first, params)), move |state| {
+        let source = Arc::clone(&source);
+        async move {
+            let (fetching, params) = state?;
+            let body = match fetching.await {
+                Ok(Ok(body)) => body,
+                Ok(Err(err)) => return Some((Err(err), None)),
+                Err(err) => {
+                    let io = std::io::Error::other(err);
+                    return Some((Err(kube::Error::ReadEvents(io)), None));
+                }
+            };
+            let split = match decode::split_list(&body) {
+                Ok(split) => split,
+                Err(err) => return Some((Err(err.into()), None)),
+            };
+            let next = next_page(params, split.metadata.continue_.as_deref())
+                .map(|params| (start_fetch(&source, &params), params));
+            match decode_page(body, split).await {
+                Ok(page) => Some((Ok(page), next)),
+                // The page is lost, and with it the list: the next page is not asked for.
+                Err(err) => Some((Err(err.into()), None)),
+            }
+        }
+    })
+    .boxed()
+}
+
+type ListSource = (Client, kube::core::Request, BuildList);
+
+/// Starts fetching the page `params` asks for.
+fn start_fetch(
+    source: &Arc<ListSource>,
+    params: &ListParams,
+) -> JoinHandle<Result<Bytes, kube::Error>> {
+    let source = Arc::clone(source);
+    let params = params.clone();
+    tokio::spawn(async move {
+        let (client, request, build) = &*source;
+        let request = build(request, &params).map_err(kube::Error::BuildRequest)?;
+        fetch(client, request).await
+    })
+}
+
+/// Decodes a split list body, its items shared out over the decoding threads.
+async fn decode_page<T>(body: Bytes, split: decode::SplitList) -> Result<ObjectList<T>, DecodeError>
+where
+    T: DeserializeOwned + Clone + Send + 'static,
+{
     let threads = decoding_threads();
     let items = if split.items.len() < PARALLEL_FROM || threads < 2 {
         decode::decode_items(&body, &split.items)?
@@ -337,7 +405,9 @@ mod tests {
             "metadata": {"resourceVersion": "77"}, "items": items
         }))
         .unwrap();
-        let list = decode_page::<k8s_openapi::api::core::v1::ConfigMap>(Bytes::from(body))
+        let body = Bytes::from(body);
+        let split = decode::split_list(&body).unwrap();
+        let list = decode_page::<k8s_openapi::api::core::v1::ConfigMap>(body, split)
             .await
             .unwrap();
         assert_eq!(list.items.len(), 1000);
@@ -388,7 +458,9 @@ mod tests {
             .collect();
         items[70] = serde_json::json!({"metadata": {"name": 70}});
         let body = serde_json::to_vec(&serde_json::json!({"items": items})).unwrap();
-        let err = decode_page::<k8s_openapi::api::core::v1::ConfigMap>(Bytes::from(body))
+        let body = Bytes::from(body);
+        let split = decode::split_list(&body).unwrap();
+        let err = decode_page::<k8s_openapi::api::core::v1::ConfigMap>(body, split)
             .await
             .unwrap_err();
         assert!(

@@ -42,7 +42,9 @@ pub use key::{
     KeyError, KeyFunc, deletion_handling_meta_namespace_key, meta_namespace_key,
     split_meta_namespace_key,
 };
-pub use list_watch::{ListerWatcher, Request, ScriptedListerWatcher, WatchFeed, WatchStream};
+pub use list_watch::{
+    ListerWatcher, PageStream, Request, ScriptedListerWatcher, WatchFeed, WatchStream,
+};
 pub use lister::{Lister, NamespaceLister};
 pub use metadata::MetadataListerWatcher;
 pub use reflector::{INITIAL_EVENTS_END_ANNOTATION, Reflector, ReflectorOptions};

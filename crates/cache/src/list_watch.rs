@@ -21,6 +21,39 @@ use crate::kube_source;
 /// A stream of watch events.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
 
+/// The pages of a paginated list.
+pub type PageStream<'a, K> = BoxStream<'a, Result<ObjectList<K>, kube::Error>>;
+
+/// The continuation of `params` after a page that says `continue_token`, if it says one.
+pub(crate) fn next_page(
+    mut params: ListParams,
+    continue_token: Option<&str>,
+) -> Option<ListParams> {
+    let token = continue_token.filter(|token| !token.is_empty())?;
+    params.continue_token = Some(token.to_owned());
+    params.resource_version = None;
+    params.version_match = None;
+    Some(params)
+}
+
+/// Pages asked for one after the other through [`ListerWatcher::list`].
+fn pages_one_by_one<K, L>(lister_watcher: &L, params: ListParams) -> PageStream<'_, K>
+where
+    K: Clone + Send + 'static,
+    L: ListerWatcher<K> + ?Sized,
+{
+    futures_util::stream::unfold(Some(params), move |params| async move {
+        let params = params?;
+        let page = lister_watcher.list(&params).await;
+        let next = match &page {
+            Ok(list) => next_page(params, list.metadata.continue_.as_deref()),
+            Err(_) => None,
+        };
+        Some((page, next))
+    })
+    .boxed()
+}
+
 /// Lists and watches one kind of object; client-go's `ListerWatcher`.
 pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
     /// One list request (one page when `params.limit` is set).
@@ -35,6 +68,18 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
         params: &WatchParams,
         resource_version: &str,
     ) -> impl Future<Output = Result<WatchStream<K>, kube::Error>> + Send;
+
+    /// Lists from `params` page by page, following each page's continue token: the pages in
+    /// order, ending after the last one or with the first error. A continuation carries its
+    /// version in the token, so it is asked for without `resourceVersion`. The default asks
+    /// [`list`](Self::list) for one page after the other; a source may fetch the next page
+    /// while it decodes the current one (the kube-client implementation does).
+    fn list_pages(&self, params: ListParams) -> PageStream<'_, K>
+    where
+        K: Send + 'static,
+    {
+        pages_one_by_one(self, params)
+    }
 
     /// Whether the objects this source hands out are already allocated exactly (no spare
     /// capacity in their vectors), so that an informer caching them need not copy each one to
@@ -54,6 +99,16 @@ where
             .list(params)
             .map_err(kube::Error::BuildRequest)?;
         kube_source::list(&Client::from(self.clone()), request).await
+    }
+
+    fn list_pages(&self, params: ListParams) -> PageStream<'_, K> {
+        let request = kube::core::Request::new(self.resource_url());
+        kube_source::list_pages(
+            Client::from(self.clone()),
+            request,
+            params,
+            |request, params| request.list(params),
+        )
     }
 
     async fn watch(

@@ -8,7 +8,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::kube_source;
-use crate::list_watch::{ListerWatcher, WatchStream};
+use crate::list_watch::{ListerWatcher, PageStream, WatchStream};
 
 /// Lists and watches only the metadata of `K` (kube-apiserver answers with
 /// `PartialObjectMetadata`), so an informer over it caches a few hundred bytes per object
@@ -58,6 +58,16 @@ where
             .list_metadata(params)
             .map_err(kube::Error::BuildRequest)?;
         kube_source::list(&Client::from(self.api.clone()), request).await
+    }
+
+    fn list_pages(&self, params: ListParams) -> PageStream<'_, PartialObjectMeta<K>> {
+        let request = kube::core::Request::new(self.api.resource_url());
+        kube_source::list_pages(
+            Client::from(self.api.clone()),
+            request,
+            params,
+            |request, params| request.list_metadata(params),
+        )
     }
 
     async fn watch(

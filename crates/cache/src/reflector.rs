@@ -289,12 +289,15 @@ where
         let mut storing = PageWriter::new(Arc::clone(&self.store));
         let mut params = self.list_params(resource_version);
         params.limit = page_size;
+        let mut pages = self.lister_watcher.list_pages(params);
         let mut requests = 0;
-        loop {
+        let mut list_resource_version = None;
+        while let Some(page) = pages.next().await {
             requests += 1;
-            let list = match self.lister_watcher.list(&params).await {
+            let list = match page {
                 Ok(list) => list,
-                Err(err) if params.continue_token.is_some() && is_expired(&err) => {
+                Err(err) if requests > 1 && is_expired(&err) => {
+                    drop(pages);
                     tracing::debug!(reflector = %self.options.name, "continue token expired; listing in full");
                     self.finish_pages(storing).await;
                     let mut full = self.list_params(resource_version);
@@ -310,26 +313,12 @@ where
                     return Err(err);
                 }
             };
-            let next = list
-                .metadata
-                .continue_
-                .clone()
-                .filter(|token| !token.is_empty());
+            list_resource_version = list.metadata.resource_version;
             self.wait_for_page(&mut storing).await;
             storing.write(list.items);
-            match next {
-                Some(token) => {
-                    params.continue_token = Some(token);
-                    // A continuation carries its version in the token.
-                    params.resource_version = None;
-                    params.version_match = None;
-                }
-                None => {
-                    let listed = self.finish_pages(storing).await;
-                    return Ok((listed, list.metadata.resource_version, requests));
-                }
-            }
         }
+        let listed = self.finish_pages(storing).await;
+        Ok((listed, list_resource_version, requests))
     }
 
     /// Waits for the last page to be stored; the keys listed.

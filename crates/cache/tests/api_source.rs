@@ -1,0 +1,138 @@
+//! The kube-client source (`Api<K>` as a `ListerWatcher`) against the embedded API server: a
+//! paginated list whose next page is requested while the current one decodes comes out whole
+//! and in order; a continuation that expires mid-list ends the pages with 410; the objects are
+//! the ones serde_json decodes; a watch delivers a burst in order.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use ctrlkit_cache::ListerWatcher;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::{Client, Config};
+
+const NAMESPACE: &str = "pages";
+
+async fn server_with(objects: usize) -> (ApiServer, Api<ConfigMap>) {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NAMESPACE.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let api = Api::<ConfigMap>::namespaced(client, NAMESPACE);
+    for i in 0..objects {
+        create(&api, i).await;
+    }
+    (server, api)
+}
+
+async fn create(api: &Api<ConfigMap>, i: usize) {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("cm-{i:05}")),
+            labels: Some([("i".to_owned(), i.to_string())].into()),
+            ..Default::default()
+        },
+        data: Some([("line".to_owned(), format!("value \"{i}\"\nnext"))].into()),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &cm).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefetched_paginated_list_comes_out_whole_and_in_order() {
+    let (server, api) = server_with(1_234).await;
+    let pages: Vec<_> = ListerWatcher::list_pages(&api, ListParams::default().limit(100))
+        .collect()
+        .await;
+    assert_eq!(pages.len(), 13);
+    let pages: Vec<_> = pages.into_iter().map(Result::unwrap).collect();
+    let names: Vec<String> = pages
+        .iter()
+        .flat_map(|page| page.items.iter())
+        .map(|cm| cm.metadata.name.clone().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..1_234).map(|i| format!("cm-{i:05}")).collect();
+    assert_eq!(names, expected);
+    // Every page is of the same list: one version, continue tokens on all but the last.
+    let version = pages[0].metadata.resource_version.clone();
+    assert!(pages.iter().all(|p| p.metadata.resource_version == version));
+    assert!(pages[..12].iter().all(|p| p.metadata.continue_.is_some()));
+    assert!(
+        pages[12]
+            .metadata
+            .continue_
+            .as_deref()
+            .is_none_or(str::is_empty)
+    );
+    // The objects are those kube-client's own decoding gives.
+    let theirs = api.list(&ListParams::default()).await.unwrap();
+    let ours: Vec<ConfigMap> = pages.into_iter().flat_map(|page| page.items).collect();
+    assert_eq!(ours, theirs.items);
+    // Decoded compactly: an informer need not copy them.
+    assert!(ListerWatcher::delivers_compact_objects(&api));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_continuation_ends_the_pages_with_410() {
+    let (server, api) = server_with(600).await;
+    let mut pages = ListerWatcher::list_pages(&api, ListParams::default().limit(100));
+    let first = pages.next().await.unwrap().unwrap();
+    assert_eq!(first.items.len(), 100);
+    // Move on and compact the history past the list's version: its continue tokens expire.
+    for i in 600..610 {
+        create(&api, i).await;
+    }
+    let store = server.store();
+    store.compact(store.resource_version());
+    let mut ok_pages = 1;
+    let error = loop {
+        match pages.next().await {
+            Some(Ok(_)) => ok_pages += 1,
+            Some(Err(err)) => break err,
+            None => panic!("the list finished although its version was compacted"),
+        }
+    };
+    // The page requested before the compaction may have come; the ones after cannot.
+    assert!(ok_pages <= 2, "{ok_pages} pages");
+    match error {
+        kube::Error::Api(status) => assert_eq!(status.code, 410, "{status:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(pages.next().await.is_none(), "the pages end with the error");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_burst_arrives_in_order() {
+    let (server, api) = server_with(1).await;
+    let list = api.list(&ListParams::default()).await.unwrap();
+    let version = list.metadata.resource_version.unwrap();
+    // The burst is written before the watch starts, so it is replayed in one go.
+    for i in 1..500 {
+        create(&api, i).await;
+    }
+    let mut events = ListerWatcher::watch(&api, &WatchParams::default(), &version)
+        .await
+        .unwrap();
+    for i in 1..500 {
+        match events.next().await.unwrap().unwrap() {
+            WatchEvent::Added(cm) => {
+                assert_eq!(cm.metadata.name, Some(format!("cm-{i:05}")));
+                assert_eq!(cm.data.unwrap()["line"], format!("value \"{i}\"\nnext"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    server.shutdown().await;
+}
