@@ -162,7 +162,36 @@ struct Envelope<'a> {
 }
 
 /// Splits a list body into its type, its metadata and the byte range of each item.
+///
+/// The items are found by a scan that only follows strings and brackets (they are validated when
+/// each is decoded), and the rest of the body, with the items cut out, is parsed by serde_json.
+/// Whatever that scan does not recognize (an escaped `items` key, a malformed array) goes the
+/// slow way: serde_json reads the whole body, borrowing each item.
 pub(crate) fn split_list(body: &[u8]) -> Result<SplitList, DecodeError> {
+    let Some((array, items)) = scan::find_items(body) else {
+        return split_list_slowly(body);
+    };
+    let mut rest = Vec::with_capacity(body.len() - array.len() + 4);
+    rest.extend_from_slice(&body[..array.start]);
+    rest.extend_from_slice(b"null");
+    rest.extend_from_slice(&body[array.end..]);
+    let envelope: Envelope<'_> =
+        serde_json::from_slice(&rest).map_err(|err| DecodeError::invalid("a list", err))?;
+    if envelope.items.is_some() {
+        // A second `items` key the scan did not see (escaped): let serde_json decide.
+        return split_list_slowly(body);
+    }
+    Ok(SplitList {
+        types: TypeMeta {
+            api_version: envelope.api_version,
+            kind: envelope.kind,
+        },
+        metadata: envelope.metadata.unwrap_or_default(),
+        items,
+    })
+}
+
+fn split_list_slowly(body: &[u8]) -> Result<SplitList, DecodeError> {
     let envelope: Envelope<'_> =
         serde_json::from_slice(body).map_err(|err| DecodeError::invalid("a list", err))?;
     let start = body.as_ptr() as usize;
@@ -184,6 +213,125 @@ pub(crate) fn split_list(body: &[u8]) -> Result<SplitList, DecodeError> {
         metadata: envelope.metadata.unwrap_or_default(),
         items,
     })
+}
+
+/// A scan of JSON that follows only strings and brackets.
+mod scan {
+    use std::ops::Range;
+
+    fn skip_whitespace(body: &[u8], mut at: usize) -> usize {
+        while body
+            .get(at)
+            .is_some_and(|byte| matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            at += 1;
+        }
+        at
+    }
+
+    /// The end of the string whose opening quote is at `at` (just past its closing quote).
+    fn skip_string(body: &[u8], at: usize) -> Option<usize> {
+        let mut at = at + 1;
+        loop {
+            at += memchr::memchr2(b'"', b'\\', body.get(at..)?)?;
+            if body[at] == b'"' {
+                return Some(at + 1);
+            }
+            // A backslash escapes the byte after it.
+            at += 2;
+        }
+    }
+
+    /// The end of the value starting at `at`: a string, an object or array (brackets matched,
+    /// contents not validated), or a scalar (up to the next delimiter).
+    fn skip_value(body: &[u8], at: usize) -> Option<usize> {
+        match *body.get(at)? {
+            b'"' => skip_string(body, at),
+            b'{' | b'[' => {
+                let mut closers = vec![if body[at] == b'{' { b'}' } else { b']' }];
+                let mut at = at + 1;
+                while let Some(&byte) = body.get(at) {
+                    match byte {
+                        b'"' => {
+                            at = skip_string(body, at)?;
+                            continue;
+                        }
+                        b'{' => closers.push(b'}'),
+                        b'[' => closers.push(b']'),
+                        b'}' | b']' => {
+                            if closers.pop()? != byte {
+                                return None;
+                            }
+                            if closers.is_empty() {
+                                return Some(at + 1);
+                            }
+                        }
+                        _ => {}
+                    }
+                    at += 1;
+                }
+                None
+            }
+            b',' | b']' | b'}' | b':' => None,
+            _ => {
+                let mut end = at;
+                while body.get(end).is_some_and(|byte| {
+                    !matches!(byte, b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r')
+                }) {
+                    end += 1;
+                }
+                Some(end)
+            }
+        }
+    }
+
+    /// The byte range of the top-level `items` array of a list body and of each of its elements;
+    /// `None` if there is none or the body is not shaped as expected.
+    pub(super) fn find_items(body: &[u8]) -> Option<(Range<usize>, Vec<Range<usize>>)> {
+        let mut at = skip_whitespace(body, 0);
+        if body.get(at) != Some(&b'{') {
+            return None;
+        }
+        at = skip_whitespace(body, at + 1);
+        loop {
+            if body.get(at) != Some(&b'"') {
+                return None;
+            }
+            let key_end = skip_string(body, at)?;
+            let key = &body[at + 1..key_end - 1];
+            at = skip_whitespace(body, key_end);
+            if body.get(at) != Some(&b':') {
+                return None;
+            }
+            at = skip_whitespace(body, at + 1);
+            if key == b"items" && body.get(at) == Some(&b'[') {
+                return split_array(body, at);
+            }
+            at = skip_whitespace(body, skip_value(body, at)?);
+            match body.get(at)? {
+                b',' => at = skip_whitespace(body, at + 1),
+                _ => return None,
+            }
+        }
+    }
+
+    fn split_array(body: &[u8], open: usize) -> Option<(Range<usize>, Vec<Range<usize>>)> {
+        let mut elements = Vec::new();
+        let mut at = skip_whitespace(body, open + 1);
+        if body.get(at) == Some(&b']') {
+            return Some((open..at + 1, elements));
+        }
+        loop {
+            let end = skip_value(body, at)?;
+            elements.push(at..end);
+            at = skip_whitespace(body, end);
+            match body.get(at)? {
+                b',' => at = skip_whitespace(body, at + 1),
+                b']' => return Some((open..at + 1, elements)),
+                _ => return None,
+            }
+        }
+    }
 }
 
 /// Decodes the items of `body` at `ranges`, in order.
@@ -279,6 +427,45 @@ mod tests {
         assert_eq!(list.metadata.continue_.as_deref(), Some("next"));
         let names: Vec<_> = list.items.iter().map(|p| p.metadata.name.clone()).collect();
         assert_eq!(names, [Some("p".to_owned()), Some("q".to_owned())]);
+    }
+
+    #[test]
+    fn the_quick_split_agrees_with_serde_json() {
+        let bodies: [&[u8]; 14] = [
+            br#"{"kind":"List","items":[{"a":"x]}\"{["},{"b":[1,[2,{"c":"}"}]]}],"metadata":{"resourceVersion":"4"}}"#,
+            b" {\n \"items\" :\t[ {\"a\":1} ,\r\n{\"b\":2}\n] , \"kind\":\"K\"}\n",
+            br#"{"items":[]}"#,
+            br#"{"items":[ ]}"#,
+            br#"{"items":null,"kind":"K"}"#,
+            br#"{"kind":"K"}"#,
+            br#"{"items":[1,"two",null,true,{"x":[]}]}"#,
+            br#"{"metadata":{"continue":"a\"b"},"items":[{"n":"\\"}]}"#,
+            br#"{"ite\u006ds":[{"a":1}]}"#,
+            br#"{"items":[{"a":1}],"items":[{"b":2}]}"#,
+            br#"{"items":[{"a":1} {"b":2}]}"#,
+            br#"{"items":[{"a":[1}]}"#,
+            br#"{"items":[{"a":1}]} trailing"#,
+            br#"{"items":[{"a":1},]}"#,
+        ];
+        for body in bodies {
+            let quick = split_list(body).map(|split| split.items);
+            let slow = split_list_slowly(body).map(|split| split.items);
+            match (&quick, &slow) {
+                (Ok(quick), Ok(slow)) => {
+                    assert_eq!(quick, slow, "{}", String::from_utf8_lossy(body))
+                }
+                // Items whose insides are malformed are refused when each is decoded.
+                (Ok(_), Err(_)) => assert!(
+                    decode_list::<serde_json::Value>(body).is_err(),
+                    "{}",
+                    String::from_utf8_lossy(body)
+                ),
+                (Err(_), Err(_)) => {}
+                (Err(err), Ok(_)) => panic!("{}: {err}", String::from_utf8_lossy(body)),
+            }
+        }
+        let escaped = split_list(br#"{"ite\u006ds":[{"a":1}]}"#).unwrap();
+        assert_eq!(escaped.items.len(), 1);
     }
 
     #[test]
