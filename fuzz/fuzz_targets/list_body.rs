@@ -1,5 +1,6 @@
 //! A list response body, decoded as ctrlkit's kube-client source decodes a list page
-//! (`decode_list`: the envelope split with serde_json, each item decoded with simd-json), and
+//! (`decode_list`: the items found by a scan of strings and brackets, the rest of the envelope
+//! parsed with serde_json, each item decoded with simd-json), and
 //! stored the ways ctrlkit stores a list: all at once (`Indexer::replace`), page by page as the
 //! reflector relists (`ReflectorStore::replace_page` / `replace_finish`, into an `Indexer` and a
 //! `DeltaFifo` that knows the indexer), and key by key into a `ThreadSafeStore`, all with the
