@@ -161,6 +161,20 @@ struct Envelope<'a> {
     items: Option<Vec<&'a RawValue>>,
 }
 
+impl Envelope<'_> {
+    /// The list's type and metadata, with its items at `items`.
+    fn split(self, items: Vec<Range<usize>>) -> SplitList {
+        SplitList {
+            types: TypeMeta {
+                api_version: self.api_version,
+                kind: self.kind,
+            },
+            metadata: self.metadata.unwrap_or_default(),
+            items,
+        }
+    }
+}
+
 /// Splits a list body into its type, its metadata and the byte range of each item.
 ///
 /// The items are found by a scan that only follows strings and brackets (they are validated when
@@ -181,22 +195,16 @@ pub(crate) fn split_list(body: &[u8]) -> Result<SplitList, DecodeError> {
         // A second `items` key the scan did not see (escaped): let serde_json decide.
         return split_list_slowly(body);
     }
-    Ok(SplitList {
-        types: TypeMeta {
-            api_version: envelope.api_version,
-            kind: envelope.kind,
-        },
-        metadata: envelope.metadata.unwrap_or_default(),
-        items,
-    })
+    Ok(envelope.split(items))
 }
 
 fn split_list_slowly(body: &[u8]) -> Result<SplitList, DecodeError> {
-    let envelope: Envelope<'_> =
+    let mut envelope: Envelope<'_> =
         serde_json::from_slice(body).map_err(|err| DecodeError::invalid("a list", err))?;
     let start = body.as_ptr() as usize;
     let items = envelope
         .items
+        .take()
         .unwrap_or_default()
         .into_iter()
         .map(|item| {
@@ -205,14 +213,7 @@ fn split_list_slowly(body: &[u8]) -> Result<SplitList, DecodeError> {
             offset..offset + item.get().len()
         })
         .collect();
-    Ok(SplitList {
-        types: TypeMeta {
-            api_version: envelope.api_version,
-            kind: envelope.kind,
-        },
-        metadata: envelope.metadata.unwrap_or_default(),
-        items,
-    })
+    Ok(envelope.split(items))
 }
 
 /// A scan of JSON that follows only strings and brackets.
