@@ -1,8 +1,9 @@
 //! Where a reflector gets its objects: a list, then a watch.
 //!
 //! Any kube-client [`Api<K>`] is a [`ListerWatcher`] (typed resources and `DynamicObject`
-//! alike; its requests go through kube-client, its bodies are decoded by
-//! [`decode`](crate::decode_object), pages on all cores); [`ScriptedListerWatcher`] plays back scripted answers for unit tests.
+//! alike: requests go through kube-client, bodies are decoded by ctrlkit, see
+//! [`decode_object`](crate::decode_object)); [`ScriptedListerWatcher`] plays back scripted
+//! answers for unit tests.
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
