@@ -6,8 +6,8 @@
 //! vector by doubling and a decoded Pod carries spare capacity in a dozen vectors; an informer
 //! then has to copy each object once to cache it compactly (see
 //! [`SharedIndexInformer::set_compact_objects`](crate::SharedIndexInformer::set_compact_objects)),
-//! a copy that costs as much as the decode itself. The list envelope is split with serde_json
-//! (borrowing each item's bytes) so that a page's items can be decoded on several threads.
+//! a copy that costs as much as the decode itself. A list body is split into its items' bytes
+//! first (see [`split_list`]) so that a page's items can be decoded on several threads.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -58,11 +58,17 @@ struct Scratch {
     buffers: simd_json::Buffers,
 }
 
+impl Scratch {
+    fn new() -> Self {
+        Self {
+            input: Vec::new(),
+            buffers: simd_json::Buffers::with_max_depth(4096, MAX_DEPTH),
+        }
+    }
+}
+
 thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
-        input: Vec::new(),
-        buffers: simd_json::Buffers::with_max_depth(4096, MAX_DEPTH),
-    });
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
 }
 
 /// Decodes one JSON document into `T`, with every vector allocated exactly.
@@ -88,10 +94,7 @@ fn decode_as<T: DeserializeOwned>(json: &[u8], what: &'static str) -> Result<T, 
         let scratch = match borrowed.as_deref_mut() {
             Ok(scratch) => scratch,
             Err(_) => {
-                fresh = Scratch {
-                    input: Vec::new(),
-                    buffers: simd_json::Buffers::with_max_depth(json.len(), MAX_DEPTH),
-                };
+                fresh = Scratch::new();
                 &mut fresh
             }
         };
@@ -104,8 +107,7 @@ fn decode_as<T: DeserializeOwned>(json: &[u8], what: &'static str) -> Result<T, 
         .map_err(|err| DecodeError::invalid(what, err));
         // Keep the scratch space from holding on to one outsized body.
         if scratch.input.capacity() > 1 << 20 {
-            scratch.input = Vec::new();
-            scratch.buffers = simd_json::Buffers::with_max_depth(4096, MAX_DEPTH);
+            *scratch = Scratch::new();
         }
         decoded
     })
