@@ -12,6 +12,10 @@
 //! Keys are `Arc<str>`s like `"default/object-000042"`: like a Go string (what client-go queues),
 //! copying one copies a pointer. (a) and (a') are also run with `String` keys, whose every copy
 //! allocates, and `u64`s. Each figure is the median of several rounds.
+//!
+//! Beside ctrlkit's figure, (a), (a') and (b) print that of client-go's queue design written in
+//! Rust (`support/client_go_design.rs`), measured round by round in turn with ctrlkit's: this
+//! machine's speed moves too much for figures taken at another time to be compared with.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -20,6 +24,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctrlkit_workqueue::{ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue};
+
+#[path = "support/client_go_design.rs"]
+mod client_go_design;
+
+use client_go_design::ClientGoQueue;
 
 const A_KEYS: usize = 1_000_000;
 const B_KEYS: usize = 100_000;
@@ -158,9 +167,100 @@ fn rate_limited(keys: &[Key]) -> f64 {
     })
 }
 
-fn measure(rounds: usize, mut run: impl FnMut() -> f64) -> f64 {
-    run(); // warm-up
-    median((0..rounds).map(|_| run()).collect())
+/// (a) on the client-go design.
+fn client_go_adds_then_drain<T: Clone + Eq + Hash>(keys: &[T]) -> f64 {
+    let keys = keys.to_vec();
+    let queue = ClientGoQueue::new();
+    let n = keys.len();
+    let start = Instant::now();
+    for key in keys {
+        queue.add(key);
+    }
+    for _ in 0..n {
+        let item = queue.get().unwrap();
+        queue.done(&item);
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(queue.len(), 0);
+    n as f64 / elapsed.as_secs_f64()
+}
+
+/// (a') on the client-go design.
+fn client_go_interleaved<T: Clone + Eq + Hash>(keys: &[T]) -> f64 {
+    let keys = keys.to_vec();
+    let queue = ClientGoQueue::new();
+    let n = keys.len();
+    let start = Instant::now();
+    for key in keys {
+        queue.add(key);
+        let item = queue.get().unwrap();
+        queue.done(&item);
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// (b) on the client-go design: 4 producer and 4 consumer threads.
+fn client_go_producers_consumers(keys: &[Key], rounds: usize) -> f64 {
+    let queue = ClientGoQueue::new();
+    let start = Instant::now();
+    let processed = std::thread::scope(|scope| {
+        let producers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    for _ in 0..rounds {
+                        for key in keys {
+                            queue.add(key.clone());
+                        }
+                    }
+                })
+            })
+            .collect();
+        let consumers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut processed = 0usize;
+                    while let Some(item) = queue.get() {
+                        queue.done(&item);
+                        processed += 1;
+                    }
+                    processed
+                })
+            })
+            .collect();
+        for producer in producers {
+            producer.join().unwrap();
+        }
+        queue.shut_down();
+        consumers
+            .into_iter()
+            .map(|consumer| consumer.join().unwrap())
+            .sum::<usize>()
+    });
+    let elapsed = start.elapsed();
+    assert!(processed >= keys.len());
+    (4 * rounds * keys.len()) as f64 / elapsed.as_secs_f64()
+}
+
+/// Medians over `rounds` rounds (after one warm-up) of ctrlkit's figure and, when given, the
+/// yardstick's, run in turn so that both see the machine in the same state.
+fn measure(
+    rounds: usize,
+    run: &mut dyn FnMut() -> f64,
+    mut yardstick: Option<&mut Box<dyn FnMut() -> f64 + '_>>,
+) -> (f64, Option<f64>) {
+    run();
+    if let Some(yardstick) = yardstick.as_mut() {
+        yardstick();
+    }
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for _ in 0..rounds {
+        ours.push(run());
+        if let Some(yardstick) = yardstick.as_mut() {
+            theirs.push(yardstick());
+        }
+    }
+    (median(ours), yardstick.map(|_| median(theirs)))
 }
 
 fn main() {
@@ -186,50 +286,72 @@ fn main() {
         .find(|arg| !arg.starts_with("--"))
         .unwrap_or_default();
     println!("ctrlkit-workqueue throughput (median of {rounds} rounds; M = million per second)");
-    type Scenario<'a> = (&'static str, Box<dyn FnMut() -> f64 + 'a>);
+    println!(
+        "{:<66} {:>9} {:>15} {:>6}",
+        "scenario", "ctrlkit", "client-go design", "ratio"
+    );
+    type Run<'a> = Box<dyn FnMut() -> f64 + 'a>;
+    type Scenario<'a> = (&'static str, Run<'a>, Option<Run<'a>>);
     let scenarios: Vec<Scenario> = vec![
         (
             "(a)  1M distinct keys, adds then drain",
             Box::new(|| adds_then_drain(a_keys())),
+            Some(Box::new(|| client_go_adds_then_drain(a_keys()))),
         ),
         (
             "(a)  1M distinct String keys, adds then drain",
             Box::new(|| adds_then_drain(a_strings())),
+            Some(Box::new(|| client_go_adds_then_drain(a_strings()))),
         ),
         (
             "(a)  1M distinct u64 keys, adds then drain",
             Box::new(|| adds_then_drain(a_ints())),
+            Some(Box::new(|| client_go_adds_then_drain(a_ints()))),
         ),
         (
             "(a') 1M keys, add;get;done interleaved",
             Box::new(|| interleaved(a_keys())),
+            Some(Box::new(|| client_go_interleaved(a_keys()))),
         ),
         (
             "(a') 1M String keys, add;get;done interleaved",
             Box::new(|| interleaved(a_strings())),
+            Some(Box::new(|| client_go_interleaved(a_strings()))),
         ),
         (
             "(a') 1M u64 keys, add;get;done interleaved",
             Box::new(|| interleaved(a_ints())),
+            Some(Box::new(|| client_go_interleaved(a_ints()))),
         ),
         (
             "(b1) 4x4, 100k keys, each producer adds each once (adds/s)",
             Box::new(|| producers_consumers(&b_keys, 1)),
+            Some(Box::new(|| client_go_producers_consumers(&b_keys, 1))),
         ),
         (
             "(b10) 4x4, 100k keys, each producer adds each 10x (adds/s)",
             Box::new(|| producers_consumers(&b_keys, 10)),
+            Some(Box::new(|| client_go_producers_consumers(&b_keys, 10))),
         ),
         (
             "(c)  100k keys add_rate_limited exp(5ms,1000s), get/forget/done",
             Box::new(|| rate_limited(&c_keys)),
+            None,
         ),
     ];
-    for (name, run) in scenarios {
+    for (name, mut run, mut yardstick) in scenarios {
         if !name.contains(filter.as_str()) {
             continue;
         }
-        let rate = measure(rounds, run);
-        println!("{name:<68} {:>7.2} M/s", rate / 1e6);
+        let (ours, theirs) = measure(rounds, &mut run, yardstick.as_mut());
+        match theirs {
+            Some(theirs) => println!(
+                "{name:<66} {:>5.2} M/s {:>11.2} M/s {:>5.2}x",
+                ours / 1e6,
+                theirs / 1e6,
+                ours / theirs
+            ),
+            None => println!("{name:<66} {:>5.2} M/s", ours / 1e6),
+        }
     }
 }

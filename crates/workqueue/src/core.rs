@@ -4,10 +4,9 @@
 //!
 //! It is client-go's `Typed` queue plus its delaying queue's heap under one lock. Instead of a
 //! `dirty` set, a `processing` set and a map of waiting items (three hashes per item and a copy of
-//! the item in each), every item lives once in a slot of a slab, found through a hash table of
-//! slot numbers; the backlog and the timer heap hold slot numbers. An item costs one hash lookup
-//! when added and one when done, whatever its type, and the table stays small enough for the CPU
-//! cache.
+//! the item in each), every item lives once in a slot of a slab, found through an index of slot
+//! numbers by hash ([`SlotIndex`]); the backlog and the timers hold slot numbers. An item costs
+//! one index lookup when added; `done` finds its slot through the ticket `get` handed out.
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
@@ -16,11 +15,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use crate::backlog::Backlog;
 use crate::metrics::{QueueMetricHandles, QueueMetrics};
+use crate::slot_index::SlotIndex;
 use crate::sync::{HashState, Mutex, lock};
 use crate::timers::Timers;
 use crate::waiters::Waiters;
@@ -61,26 +60,12 @@ impl<T, R> Slot<T, R> {
     }
 }
 
-/// An entry of the hash table: a slot, and its item's hash (so that growing the table and
-/// rejecting a tag collision need not touch the slab).
-#[derive(Clone, Copy)]
-struct IndexEntry {
-    slot: u32,
-    hash: u32,
-}
-
-/// The 64-bit hash the table sees for a 32-bit one: the same bits below (they pick the bucket)
-/// and above (the top seven are the tag).
-fn spread(short: u32) -> u64 {
-    u64::from(short) | (u64::from(short) << 32)
-}
-
 struct State<T, B: Backlog> {
     slots: Vec<Slot<T, B::Rank>>,
     free: Vec<u32>,
     /// How many slots hold an item.
     live: usize,
-    index: HashTable<IndexEntry>,
+    index: SlotIndex,
     backlog: B,
     /// Ready times of delayed items; an entry is valid only while its slot still waits for
     /// exactly that time.
@@ -143,7 +128,7 @@ where
                 slots: Vec::new(),
                 free: Vec::new(),
                 live: 0,
-                index: HashTable::new(),
+                index: SlotIndex::default(),
                 backlog,
                 timers: Timers::default(),
                 waiting: 0,
@@ -159,8 +144,7 @@ where
         }
     }
 
-    /// The 32-bit hash of `item`, spread over 64 bits the way the table uses them (low bits pick
-    /// the bucket, the top seven are the tag).
+    /// The 32-bit hash of `item`, as the index files it.
     ///
     /// Computed before taking the lock, to keep the lock's hold short.
     fn hash(&self, item: &T) -> u32 {
@@ -170,39 +154,26 @@ where
 
     /// The slot of `item` (whose hash is `short`), if the queue knows it.
     fn find(state: &State<T, B>, item: &T, short: u32) -> Option<u32> {
-        let hash = spread(short);
         let slots = &state.slots;
-        state
-            .index
-            .find(hash, |entry| {
-                entry.hash == short && slots[entry.slot as usize].item.as_ref() == Some(item)
-            })
-            .map(|entry| entry.slot)
+        state.index.find(short, |slot| {
+            slots[slot as usize].item.as_ref() == Some(item)
+        })
     }
 
     /// The slot of `item` (whose hash is `short`), made (with nothing set) if the queue does not
     /// know it.
     fn find_or_insert(state: &mut State<T, B>, item: T, short: u32) -> u32 {
-        let hash = spread(short);
-        let slots = &state.slots;
-        if let Some(entry) = state.index.find(hash, |entry| {
-            entry.hash == short && slots[entry.slot as usize].item.as_ref() == Some(&item)
-        }) {
-            return entry.slot;
+        if let Some(slot) = Self::find(state, &item, short) {
+            return slot;
         }
         let slot = match state.free.pop() {
             Some(slot) => {
                 let entry = &mut state.slots[slot as usize];
-                // The table still maps the slot's previous item here: drop that entry now.
+                // The index still maps the slot's previous item here: drop that entry now.
                 let stale = entry.hash;
                 entry.item = Some(item);
                 entry.hash = short;
-                if let Ok(found) = state
-                    .index
-                    .find_entry(spread(stale), |other| other.slot == slot)
-                {
-                    found.remove();
-                }
+                state.index.remove(stale, slot);
                 slot
             }
             None => {
@@ -221,11 +192,7 @@ where
             }
         };
         state.live += 1;
-        state
-            .index
-            .insert_unique(hash, IndexEntry { slot, hash: short }, |entry| {
-                spread(entry.hash)
-            });
+        state.index.insert(short, slot);
         slot
     }
 
@@ -250,7 +217,7 @@ where
             // stale): give the memory back.
             state.slots = Vec::new();
             state.free = Vec::new();
-            state.index = HashTable::new();
+            state.index = SlotIndex::default();
             state.timers.clear();
         }
     }

@@ -45,6 +45,7 @@ mod priority_backlog;
 mod queue;
 pub mod rate_limiters;
 mod rate_limiting;
+mod slot_index;
 mod sync;
 mod timers;
 mod waiters;
