@@ -39,12 +39,15 @@ impl Backlog for Fifo {
 
     fn merge(_: (), _: ()) {}
 
+    #[inline]
     fn push(&mut self, slot: u32, _: ()) {
         self.items.push_back(slot);
     }
 
+    #[inline]
     fn touch(&mut self, _: u32, _: ()) {}
 
+    #[inline]
     fn pop(&mut self) -> Option<u32> {
         let item = self.items.pop_front();
         // Give memory back once a burst has drained, as client-go lets its slice shrink.
@@ -54,6 +57,7 @@ impl Backlog for Fifo {
         item
     }
 
+    #[inline]
     fn len(&self) -> usize {
         self.items.len()
     }

@@ -88,10 +88,12 @@ pub(crate) enum Wake {
 }
 
 impl Wake {
+    #[inline]
     fn one(waker: Option<Waker>) -> Self {
         waker.map_or(Self::Nothing, Self::One)
     }
 
+    #[inline]
     fn all(waiters: &mut Waiters) -> Self {
         if waiters.is_empty() {
             Self::Nothing
@@ -101,6 +103,7 @@ impl Wake {
     }
 
     /// Wakes the tasks.
+    #[inline]
     pub(crate) fn run(self) {
         match self {
             Self::Nothing => {}

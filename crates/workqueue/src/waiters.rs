@@ -45,6 +45,7 @@ impl Waiters {
     }
 
     /// Takes the longest-waiting task, to be woken once the lock is released.
+    #[inline]
     pub(crate) fn take_one(&mut self) -> Option<Waker> {
         self.parked.pop_front().map(|(_, waker)| waker)
     }
@@ -55,6 +56,7 @@ impl Waiters {
     }
 
     /// Whether no task waits.
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.parked.is_empty()
     }
