@@ -22,7 +22,34 @@ pub(crate) use loom::sync::{Mutex, MutexGuard};
 /// panics interrupts a step before it changes anything that matters), so after a panic the
 /// queue keeps working instead of turning one panic into a dead queue.
 #[cfg(not(any(feature = "shuttle", feature = "loom")))]
+#[inline]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.try_lock() {
+        Some(guard) => guard,
+        None => lock_contended(mutex),
+    }
+}
+
+/// Spins (reading, not writing, the lock word) with a doubling pause, 511 pauses in all (about
+/// 15 µs on a core whose pause takes 30 ns), before falling back to parking_lot's own wait,
+/// which after a few short spins calls `sched_yield` and then parks. A producer adding in a
+/// tight loop re-takes the lock at once, so a waiter on another core often waits for many
+/// critical sections, not one; a system call per wait cost a quarter of the workers' time in the
+/// 4 × 4 benchmark, and this spin raised its adds per second by a fifth to a third.
+#[cfg(not(any(feature = "shuttle", feature = "loom")))]
+#[cold]
+fn lock_contended<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    const ROUNDS: u32 = 10;
+    for round in 0..ROUNDS {
+        for _ in 0..(1u32 << round.min(7)) {
+            std::hint::spin_loop();
+        }
+        if !mutex.is_locked()
+            && let Some(guard) = mutex.try_lock()
+        {
+            return guard;
+        }
+    }
     mutex.lock()
 }
 
