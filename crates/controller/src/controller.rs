@@ -434,7 +434,7 @@ impl<R: Reconciler> Workers<R> {
             ctx.cancel.cancel();
             let seconds = started.elapsed().as_secs_f64();
             self.metrics.worker_busy(false);
-            let queue = item.queue().clone();
+            let queue: &PriorityQueue<String> = item.queue();
             match outcome {
                 Some(Ok(Ok(action))) => {
                     queue.forget(&key);
@@ -481,7 +481,7 @@ impl<R: Reconciler> Workers<R> {
     /// A failed key goes back with backoff, unless it has failed too often.
     fn fail(
         &self,
-        item: ctrlkit_workqueue::WorkItem<String, PriorityQueue<String>>,
+        item: ctrlkit_workqueue::WorkItem<String, &PriorityQueue<String>>,
         key: &str,
         error: &ReconcileError,
     ) {

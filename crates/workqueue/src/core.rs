@@ -37,6 +37,14 @@ pub struct Ticket {
     generation: u32,
 }
 
+impl Ticket {
+    /// The ticket of a guard whose item was handed on to another guard: it ends nothing.
+    pub(crate) const HANDED_ON: Self = Self {
+        slot: u32::MAX,
+        generation: u32::MAX,
+    };
+}
+
 /// Where one item stands.
 struct Slot<T, R> {
     /// The item; `None` while the slot is free.

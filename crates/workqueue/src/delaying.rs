@@ -198,10 +198,10 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
     }
 
     /// Waits for the next item; `None` only when shut down and empty. Cancel-safe.
-    pub async fn get(&self) -> Option<WorkItem<T, Self>> {
+    pub async fn get(&self) -> Option<WorkItem<T, &Self>> {
         Delayer::ensure_timer(&self.inner);
         let (item, ticket) = self.inner.core.get().await?;
-        Some(WorkItem::new(item, ticket, self.clone()))
+        Some(WorkItem::new(item, ticket, self))
     }
 
     /// Marks `item` as processed (dropping the [`WorkItem`] does the same).

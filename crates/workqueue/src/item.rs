@@ -37,6 +37,34 @@ pub trait RateLimitedHandle<T>: DelayingHandle<T> {
 pub(crate) mod sealed {
     /// Keeps [`QueueHandle`](super::QueueHandle) to this crate's queues.
     pub trait Sealed {}
+
+    impl<Q: Sealed> Sealed for &Q {}
+}
+
+/// A borrowed queue is a handle too: the guard `get` hands out borrows the queue it came from,
+/// and costs no reference count.
+impl<T, Q: QueueHandle<T>> QueueHandle<T> for &Q {
+    fn finish(&self, ticket: Ticket) {
+        (**self).finish(ticket);
+    }
+}
+
+impl<T, Q: DelayingHandle<T>> DelayingHandle<T> for &Q {
+    fn requeue_after(&self, item: T, delay: Duration) {
+        (**self).requeue_after(item, delay);
+    }
+}
+
+impl<T, Q: RateLimitedHandle<T>> RateLimitedHandle<T> for &Q {
+    fn requeue_rate_limited(&self, item: T) {
+        (**self).requeue_rate_limited(item);
+    }
+    fn forget(&self, item: &T) {
+        (**self).forget(item);
+    }
+    fn num_requeues(&self, item: &T) -> usize {
+        (**self).num_requeues(item)
+    }
 }
 
 /// An item handed out by a queue's `get`, being processed until this guard is dropped.
@@ -47,6 +75,12 @@ pub(crate) mod sealed {
 /// three ways a controller does: [`forget`](WorkItem::forget) on success,
 /// [`requeue_rate_limited`](WorkItem::requeue_rate_limited) on error, and
 /// [`requeue_after`](WorkItem::requeue_after) for a planned retry.
+///
+/// `get` hands out a guard that borrows the queue (`Q` is `&Queue<T>`, `&RateLimitingQueue<T>`,
+/// …), as a client-go worker loop holds its queue: no reference count is taken per item. To move
+/// the item into a spawned task, [`into_owned`](WorkItem::into_owned) turns it into a guard that
+/// owns a handle of the queue; the compiler points there when a borrowed guard would outlive its
+/// queue.
 ///
 /// ```
 /// use ctrlkit_workqueue::Queue;
@@ -116,9 +150,35 @@ impl<T: Clone, Q: RateLimitedHandle<T>> WorkItem<T, Q> {
     }
 }
 
+impl<T: Clone, Q: QueueHandle<T>> WorkItem<T, &Q> {
+    /// The same item under a guard that owns a handle of the queue (one more reference count),
+    /// for moving it into a spawned task. Processing goes on; the new guard ends it.
+    ///
+    /// ```
+    /// use ctrlkit_workqueue::Queue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let queue = Queue::new();
+    /// queue.add("default/foo".to_string());
+    /// let item = queue.get().await.unwrap().into_owned();
+    /// let worker = tokio::spawn(async move {
+    ///     assert_eq!(*item, "default/foo");
+    /// }); // done when the task drops the guard
+    /// worker.await.unwrap();
+    /// assert_eq!(queue.len(), 0);
+    /// # }
+    /// ```
+    pub fn into_owned(mut self) -> WorkItem<T, Q> {
+        let ticket = std::mem::replace(&mut self.ticket, Ticket::HANDED_ON);
+        WorkItem::new(self.item.clone(), ticket, Q::clone(self.queue))
+    }
+}
+
 impl<T, Q: QueueHandle<T>> Drop for WorkItem<T, Q> {
     fn drop(&mut self) {
-        self.queue.finish(self.ticket);
+        if self.ticket != Ticket::HANDED_ON {
+            self.queue.finish(self.ticket);
+        }
     }
 }
 

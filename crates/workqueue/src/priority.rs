@@ -1,6 +1,7 @@
 //! [`PriorityQueue`]: controller-runtime's priority work queue, with aging so that low-priority
 //! items cannot starve.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -204,10 +205,10 @@ impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
 
     /// Waits for the ready item of highest priority; `None` only when shut down and empty.
     /// Cancel-safe.
-    pub async fn get(&self) -> Option<WorkItem<T, Self>> {
+    pub async fn get(&self) -> Option<WorkItem<T, &Self>> {
         Delayer::ensure_timer(&self.inner);
         let (item, ticket) = self.inner.core.get().await?;
-        Some(WorkItem::new(item, ticket, self.clone()))
+        Some(WorkItem::new(item, ticket, self))
     }
 
     /// Marks `item` as processed (dropping the [`WorkItem`] does the same).
@@ -231,10 +232,16 @@ impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
     }
 }
 
-impl<T: Clone + Eq + Hash + Send + 'static> WorkItem<T, PriorityQueue<T>> {
+impl<T, Q> WorkItem<T, Q>
+where
+    T: Clone + Eq + Hash + Send + 'static,
+    Q: QueueHandle<T> + Borrow<PriorityQueue<T>>,
+{
     /// The item comes back as `opts` say, and processing ends.
     pub fn requeue_with_opts(self, opts: AddOpts) {
-        self.queue().add_with_opts(self.item().clone(), opts);
+        self.queue()
+            .borrow()
+            .add_with_opts(self.item().clone(), opts);
     }
 }
 

@@ -86,9 +86,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> Queue<T> {
     /// Waits for the next item. Returns `None` only when the queue is shut down and empty.
     ///
     /// Cancel-safe: dropping the future before it completes loses no item.
-    pub async fn get(&self) -> Option<WorkItem<T, Self>> {
+    pub async fn get(&self) -> Option<WorkItem<T, &Self>> {
         let (item, ticket) = self.core.get().await?;
-        Some(WorkItem::new(item, ticket, self.clone()))
+        Some(WorkItem::new(item, ticket, self))
     }
 
     /// Marks `item` as processed, for client-go parity; dropping the [`WorkItem`] does the same.

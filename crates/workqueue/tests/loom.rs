@@ -165,7 +165,7 @@ fn drain_waits_for_items_in_flight() {
         let finished = Arc::new(Mutex::new(HashSet::new()));
         let workers: Vec<_> = (0..2)
             .map(|_| {
-                let item = block_on(queue.get()).unwrap();
+                let item = block_on(queue.get()).unwrap().into_owned();
                 let finished = Arc::clone(&finished);
                 thread::spawn(move || {
                     finished.lock().unwrap().insert(*item);

@@ -112,7 +112,7 @@ impl Model {
 fn check_queue(ops: Vec<Op>) {
     let queue: Queue<u8> = Queue::new();
     let mut model = Model::default();
-    let mut held: Vec<WorkItem<u8, Queue<u8>>> = Vec::new();
+    let mut held: Vec<WorkItem<u8, &Queue<u8>>> = Vec::new();
     for op in ops {
         match op {
             Op::Add(item) | Op::AddWithPriority(item, _) => {
