@@ -7,7 +7,8 @@ use std::time::Duration;
 #[doc(hidden)]
 pub use crate::core::Ticket;
 
-/// A queue that hands out [`WorkItem`]s. Sealed: implemented by this crate's queues only.
+/// A queue that hands out [`WorkItem`]s. Sealed: implemented by this crate's queues and by
+/// references to them.
 pub trait QueueHandle<T>: sealed::Sealed + Clone {
     /// Marks the item of `ticket` as processed (client-go's `Done`).
     #[doc(hidden)]
