@@ -15,8 +15,11 @@
 //! compacting copy ([`ListerWatcher::delivers_compact_objects`]).
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::num::NonZeroUsize;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
@@ -147,18 +150,34 @@ where
 
 type ListSource = (Client, kube::core::Request, BuildList);
 
+/// A page being fetched by a task of its own; dropped before it is awaited (the list stream was
+/// dropped, or the page before failed), the task is aborted and its request with it.
+struct Fetch(JoinHandle<Result<Bytes, kube::Error>>);
+
+impl Future for Fetch {
+    type Output = Result<Result<Bytes, kube::Error>, tokio::task::JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl Drop for Fetch {
+    fn drop(&mut self) {
+        // A no-op once the task has finished.
+        self.0.abort();
+    }
+}
+
 /// Starts fetching the page `params` asks for.
-fn start_fetch(
-    source: &Arc<ListSource>,
-    params: &ListParams,
-) -> JoinHandle<Result<Bytes, kube::Error>> {
+fn start_fetch(source: &Arc<ListSource>, params: &ListParams) -> Fetch {
     let source = Arc::clone(source);
     let params = params.clone();
-    tokio::spawn(async move {
+    Fetch(tokio::spawn(async move {
         let (client, request, build) = &*source;
         let request = build(request, &params).map_err(kube::Error::BuildRequest)?;
         fetch(client, request).await
-    })
+    }))
 }
 
 /// Decodes a split list body, its items shared out over the decoding threads.
@@ -394,6 +413,37 @@ fn is_cut(err: &kube::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_page_fetch_dropped_before_it_is_awaited_is_aborted() {
+        struct Flag(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Flag(Arc::clone(&dropped));
+        let fetch = Fetch(tokio::spawn(async move {
+            let _flag = flag;
+            std::future::pending::<Result<Bytes, kube::Error>>().await
+        }));
+        tokio::task::yield_now().await;
+        assert!(!dropped.load(std::sync::atomic::Ordering::SeqCst));
+        drop(fetch);
+        // The aborted task's future (and what it holds, here the flag) is dropped by the runtime.
+        for _ in 0..10 {
+            if dropped.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
+
+        // Awaited to the end, the fetch hands its body over.
+        let done = Fetch(tokio::spawn(async { Ok(Bytes::from_static(b"{}")) }));
+        assert_eq!(&done.await.unwrap().unwrap()[..], b"{}");
+    }
 
     #[tokio::test]
     async fn a_large_page_decodes_in_order_on_several_threads() {
