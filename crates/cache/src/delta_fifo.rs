@@ -298,7 +298,11 @@ impl<K: Clone> DeltaFifo<K> {
         let mut first_error = None;
         // Transform and compact outside the lock: pops go on meanwhile.
         let page: Vec<Arc<K>> = page.into_iter().map(|obj| self.prepare(obj)).collect();
+        // Room for the page at once, rather than tables rehashed as they double.
+        listed.0.reserve(page.len());
         let mut inner = self.inner.lock();
+        inner.items.reserve(page.len());
+        inner.queue.reserve(page.len());
         for obj in page {
             let key = match self.key_of(&obj) {
                 Ok(key) => key,

@@ -5,6 +5,7 @@
 //! index value (say a namespace) to the set of keys whose object yields it; they are kept exact on
 //! every add, update and delete, and a value whose set becomes empty is removed.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -89,16 +90,32 @@ impl<K> ThreadSafeStore<K> {
     pub(crate) fn swap(&self, key: String, obj: Arc<K>) -> Option<Arc<K>> {
         let mut inner = self.inner.write();
         let inner = &mut *inner;
-        let old = inner.items.get(&key).cloned();
-        update_indices(
-            &inner.indexers,
-            &mut inner.indices,
-            old.as_deref(),
-            Some(&*obj),
-            &key,
-        );
-        inner.items.insert(key, obj);
-        old
+        // One lookup of the key for both the old object and the insertion.
+        match inner.items.entry(key) {
+            Entry::Occupied(mut entry) => {
+                let old = Arc::clone(entry.get());
+                update_indices(
+                    &inner.indexers,
+                    &mut inner.indices,
+                    Some(&*old),
+                    Some(&*obj),
+                    entry.key(),
+                );
+                entry.insert(obj);
+                Some(old)
+            }
+            Entry::Vacant(entry) => {
+                update_indices(
+                    &inner.indexers,
+                    &mut inner.indices,
+                    None,
+                    Some(&*obj),
+                    entry.key(),
+                );
+                entry.insert(obj);
+                None
+            }
+        }
     }
 
     /// Removes the object under `key`, if any, and its index entries.
@@ -287,7 +304,11 @@ fn update_indices<K>(
         if old_values == new_values {
             continue;
         }
-        let index = indices.entry(name.clone()).or_default();
+        // The index's name is copied only the first time it is filled.
+        let index = match indices.get_mut(name.as_str()) {
+            Some(index) => index,
+            None => indices.entry(name.clone()).or_default(),
+        };
         for value in &old_values {
             if new_values.contains(value) {
                 continue;
