@@ -210,6 +210,7 @@ impl<K: Clone> DeltaFifo<K> {
         let mut inner = self.inner.lock();
         inner.populated = true;
         self.queue_action(&mut inner, key, action, obj);
+        self.notify.notify_waiters();
         self.wake_if_synced(&inner);
         Ok(())
     }
@@ -230,6 +231,7 @@ impl<K: Clone> DeltaFifo<K> {
             return Ok(());
         }
         self.queue_action(&mut inner, key, DeltaType::Deleted, obj);
+        self.notify.notify_waiters();
         Ok(())
     }
 
@@ -314,6 +316,8 @@ impl<K: Clone> DeltaFifo<K> {
             listed.0.insert(key.clone());
             self.queue_action(&mut inner, key, action, obj);
         }
+        // Once for the page: a popper wakes to a queue of its keys.
+        self.notify.notify_waiters();
         match first_error {
             Some(err) => Err(err),
             None => Ok(()),
@@ -350,6 +354,7 @@ impl<K: Clone> DeltaFifo<K> {
                 self.push_tombstone(inner, key, obj);
             }
         }
+        self.notify.notify_waiters();
         if !inner.populated {
             inner.populated = true;
             // Everything queued now belongs to the first relist: before it only a resync can
@@ -384,6 +389,7 @@ impl<K: Clone> DeltaFifo<K> {
             // A resync carries the stored object: already transformed and compact.
             self.queue_action(&mut inner, key, DeltaType::Sync, obj);
         }
+        self.notify.notify_waiters();
     }
 
     /// Whether the first relist (or an earlier add, update or delete) has been queued and every
@@ -492,6 +498,8 @@ impl<K: Clone> DeltaFifo<K> {
         );
     }
 
+    /// Queues `delta` under `key`. The caller wakes the poppers once it has queued everything it
+    /// queues under this lock: one wake-up per page of a relist, not per object.
     fn push_delta(&self, inner: &mut Inner<K>, key: String, delta: Delta<K>) {
         match inner.items.get_mut(&key) {
             Some(deltas) => {
@@ -503,7 +511,6 @@ impl<K: Clone> DeltaFifo<K> {
                 inner.items.insert(key, vec![delta]);
             }
         }
-        self.notify.notify_waiters();
     }
 }
 
