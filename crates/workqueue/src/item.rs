@@ -80,8 +80,7 @@ impl<T, Q: RateLimitedHandle<T>> RateLimitedHandle<T> for &Q {
 /// `get` hands out a guard that borrows the queue (`Q` is `&Queue<T>`, `&RateLimitingQueue<T>`,
 /// …), as a client-go worker loop holds its queue: no reference count is taken per item. To move
 /// the item into a spawned task, [`into_owned`](WorkItem::into_owned) turns it into a guard that
-/// owns a handle of the queue; the compiler points there when a borrowed guard would outlive its
-/// queue.
+/// owns a handle of the queue; a borrowed guard that would outlive its queue does not compile.
 ///
 /// ```
 /// use ctrlkit_workqueue::Queue;
