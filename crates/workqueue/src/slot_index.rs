@@ -48,7 +48,13 @@ impl SlotIndex {
 
     /// The first slot entered under `hash` for which `matches` holds.
     #[inline]
-    pub(crate) fn find(&self, hash: u32, mut matches: impl FnMut(u32) -> bool) -> Option<u32> {
+    pub(crate) fn find(&self, hash: u32, matches: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.position(hash, matches).map(|at| self.entries[at].slot)
+    }
+
+    /// Where the first entry made under `hash` whose slot `matches` sits.
+    #[inline]
+    fn position(&self, hash: u32, mut matches: impl FnMut(u32) -> bool) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
@@ -60,7 +66,7 @@ impl SlotIndex {
                 return None;
             }
             if entry.hash == hash && matches(entry.slot) {
-                return Some(entry.slot);
+                return Some(at);
             }
             at = (at + 1) & mask;
         }
@@ -98,21 +104,10 @@ impl SlotIndex {
 
     /// Removes the entry of `slot` made under `hash`; returns whether there was one.
     pub(crate) fn remove(&mut self, hash: u32, slot: u32) -> bool {
-        if self.len == 0 {
+        let Some(mut hole) = self.position(hash, |found| found == slot) else {
             return false;
-        }
+        };
         let mask = self.mask();
-        let mut hole = self.home(hash);
-        loop {
-            let entry = self.entries[hole];
-            if entry.slot == EMPTY {
-                return false;
-            }
-            if entry.slot == slot && entry.hash == hash {
-                break;
-            }
-            hole = (hole + 1) & mask;
-        }
         // Shift back each following entry of the run whose probe starts at or before the hole,
         // so that every entry stays reachable from its start without crossing an empty place.
         let mut next = hole;
