@@ -431,7 +431,13 @@ where
         let mut event_received_besides_added = false;
         let mut event_count = 0usize;
         loop {
+            // The stream first: during a burst it is ready at once and the token's waiter is
+            // never registered (under the token's lock) and removed again per event.
+            if cancel.is_cancelled() {
+                return Ok(WatchEnd::Stopped);
+            }
             let item = tokio::select! {
+                biased;
                 item = stream.next() => item,
                 () = cancel.cancelled() => return Ok(WatchEnd::Stopped),
             };
@@ -545,7 +551,11 @@ where
                 crate::Indexer::<K>::with_key_func(meta_namespace_key::<K>, Default::default());
             let mut end_resource_version = None;
             let ended = loop {
+                if cancel.is_cancelled() {
+                    return Ok(None);
+                }
                 let item = tokio::select! {
+                    biased;
                     item = stream.next() => item,
                     () = cancel.cancelled() => return Ok(None),
                 };

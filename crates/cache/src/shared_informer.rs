@@ -469,8 +469,12 @@ where
             })
         });
 
-        loop {
+        // The pop is polled first: while keys are queued it is ready at once, and the token's
+        // waiter (registered and removed under the token's lock) is only set up when the FIFO is
+        // empty. A cancellation during a burst is seen at the next key.
+        while !cancel.is_cancelled() {
             let popped = tokio::select! {
+                biased;
                 popped = fifo.pop(|key, deltas, is_in_initial_list| {
                     self.inner.handle_deltas(key, deltas, is_in_initial_list);
                 }) => popped,
