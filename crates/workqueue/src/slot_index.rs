@@ -7,39 +7,106 @@
 //! looks into its slot, only when the 32-bit hashes agree. Deletion shifts the following entries
 //! back (no tombstones), so a long-lived queue's probes stay short.
 
-/// One entry: a slot number (`EMPTY` for none) and the hash of the item it was entered for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    slot: u32,
-    hash: u32,
-}
+/// An entry packs the item's 32-bit hash (high half) and its slot number plus one (low half), so
+/// that a zeroed table is an empty one: a large table is then fresh zero pages from the kernel,
+/// not written before use. Slot `u32::MAX` cannot be entered (the queue never hands it out).
+type Entry = u64;
 
-const EMPTY: u32 = u32::MAX;
-const VACANT: Entry = Entry {
-    slot: EMPTY,
-    hash: 0,
-};
+const EMPTY: Entry = 0;
 /// The smallest table allocated.
 const MIN_CAPACITY: usize = 16;
+/// Tables from this size up are mapped apart and backed by huge pages where the kernel allows:
+/// a probe into a table larger than the cache otherwise also misses the TLB, and that miss was
+/// a third of a large queue's `add`.
+#[cfg(target_os = "linux")]
+const HUGE_TABLE_BYTES: usize = 2 << 20;
+
+fn entry(hash: u32, slot: u32) -> Entry {
+    (u64::from(hash) << 32) | u64::from(slot.wrapping_add(1))
+}
+
+fn slot_of(entry: Entry) -> u32 {
+    (entry as u32).wrapping_sub(1)
+}
+
+fn hash_of(entry: Entry) -> u32 {
+    (entry >> 32) as u32
+}
+
+/// Where the entries live: the heap for small tables, an anonymous mapping advised to use huge
+/// pages for large ones.
+enum Table {
+    Heap(Box<[Entry]>),
+    #[cfg(target_os = "linux")]
+    Mapped(memmap2::MmapMut),
+}
+
+impl Table {
+    /// A table of `capacity` empty entries.
+    fn zeroed(capacity: usize) -> Self {
+        #[cfg(target_os = "linux")]
+        if capacity * size_of::<Entry>() >= HUGE_TABLE_BYTES {
+            // A failed mapping falls back to the heap; a refused advice only costs speed.
+            if let Ok(map) = memmap2::MmapMut::map_anon(capacity * size_of::<Entry>()) {
+                let _ = map.advise(memmap2::Advice::HugePage);
+                return Table::Mapped(map);
+            }
+        }
+        Table::Heap(vec![EMPTY; capacity].into_boxed_slice())
+    }
+
+    #[inline]
+    fn entries(&self) -> &[Entry] {
+        match self {
+            Table::Heap(entries) => entries,
+            // A mapping is page aligned and a whole number of entries long.
+            #[cfg(target_os = "linux")]
+            Table::Mapped(map) => bytemuck::cast_slice(map),
+        }
+    }
+
+    #[inline]
+    fn entries_mut(&mut self) -> &mut [Entry] {
+        match self {
+            Table::Heap(entries) => entries,
+            #[cfg(target_os = "linux")]
+            Table::Mapped(map) => bytemuck::cast_slice_mut(map),
+        }
+    }
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table::Heap(Box::default())
+    }
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            Table::Heap(_) => "heap",
+            #[cfg(target_os = "linux")]
+            Table::Mapped(_) => "mapped",
+        };
+        write!(f, "Table({kind}, {} places)", self.entries().len())
+    }
+}
 
 /// Slot numbers by 32-bit item hash; several entries may share a hash.
 #[derive(Debug, Default)]
 pub(crate) struct SlotIndex {
     /// A power of two long (or empty); at most half full.
-    entries: Box<[Entry]>,
+    table: Table,
     len: usize,
 }
 
+/// Where the probe for `hash` starts in a table with this `mask`.
+#[inline]
+fn home(hash: u32, mask: usize) -> usize {
+    hash as usize & mask
+}
+
 impl SlotIndex {
-    fn mask(&self) -> usize {
-        self.entries.len().wrapping_sub(1)
-    }
-
-    /// Where the probe for `hash` starts.
-    fn home(&self, hash: u32) -> usize {
-        hash as usize & self.mask()
-    }
-
     /// How many entries the index holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -49,84 +116,88 @@ impl SlotIndex {
     /// The first slot entered under `hash` for which `matches` holds.
     #[inline]
     pub(crate) fn find(&self, hash: u32, matches: impl FnMut(u32) -> bool) -> Option<u32> {
-        self.position(hash, matches).map(|at| self.entries[at].slot)
-    }
-
-    /// Where the first entry made under `hash` whose slot `matches` sits.
-    #[inline]
-    fn position(&self, hash: u32, mut matches: impl FnMut(u32) -> bool) -> Option<usize> {
-        if self.len == 0 {
-            return None;
-        }
-        let mask = self.mask();
-        let mut at = self.home(hash);
-        loop {
-            let entry = self.entries[at];
-            if entry.slot == EMPTY {
-                return None;
-            }
-            if entry.hash == hash && matches(entry.slot) {
-                return Some(at);
-            }
-            at = (at + 1) & mask;
-        }
+        let entries = self.table.entries();
+        position(entries, hash, matches).map(|at| slot_of(entries[at]))
     }
 
     /// Enters `slot` under `hash` (the caller knows no entry for this item exists).
     #[inline]
     pub(crate) fn insert(&mut self, hash: u32, slot: u32) {
-        if (self.len + 1) * 2 > self.entries.len() {
+        if (self.len + 1) * 2 > self.table.entries().len() {
             self.grow();
         }
-        self.place(Entry { slot, hash });
+        place(self.table.entries_mut(), entry(hash, slot));
         self.len += 1;
-    }
-
-    /// Puts `entry` at the first free place of its probe sequence.
-    fn place(&mut self, entry: Entry) {
-        let mask = self.mask();
-        let mut at = self.home(entry.hash);
-        while self.entries[at].slot != EMPTY {
-            at = (at + 1) & mask;
-        }
-        self.entries[at] = entry;
     }
 
     /// Doubles the table and re-enters every entry (hashes are kept: the slots are not read).
     #[cold]
     fn grow(&mut self) {
-        let capacity = (self.entries.len() * 2).max(MIN_CAPACITY);
-        let old = std::mem::replace(&mut self.entries, vec![VACANT; capacity].into_boxed_slice());
-        for entry in old.iter().filter(|entry| entry.slot != EMPTY) {
-            self.place(*entry);
+        let capacity = (self.table.entries().len() * 2).max(MIN_CAPACITY);
+        let old = std::mem::replace(&mut self.table, Table::zeroed(capacity));
+        let entries = self.table.entries_mut();
+        for &entry in old.entries().iter().filter(|&&entry| entry != EMPTY) {
+            place(entries, entry);
         }
     }
 
     /// Removes the entry of `slot` made under `hash`; returns whether there was one.
     pub(crate) fn remove(&mut self, hash: u32, slot: u32) -> bool {
-        let Some(mut hole) = self.position(hash, |found| found == slot) else {
+        let entries = self.table.entries_mut();
+        let Some(mut hole) = position(entries, hash, |found| found == slot) else {
             return false;
         };
-        let mask = self.mask();
+        let mask = entries.len() - 1;
         // Shift back each following entry of the run whose probe starts at or before the hole,
         // so that every entry stays reachable from its start without crossing an empty place.
         let mut next = hole;
         loop {
             next = (next + 1) & mask;
-            let entry = self.entries[next];
-            if entry.slot == EMPTY {
+            let entry = entries[next];
+            if entry == EMPTY {
                 break;
             }
-            let start = self.home(entry.hash);
+            let start = home(hash_of(entry), mask);
             if (next.wrapping_sub(start) & mask) >= (next.wrapping_sub(hole) & mask) {
-                self.entries[hole] = entry;
+                entries[hole] = entry;
                 hole = next;
             }
         }
-        self.entries[hole] = VACANT;
+        entries[hole] = EMPTY;
         self.len -= 1;
         true
     }
+}
+
+/// Where the first entry made under `hash` whose slot `matches` sits.
+#[inline]
+fn position(entries: &[Entry], hash: u32, mut matches: impl FnMut(u32) -> bool) -> Option<usize> {
+    if entries.is_empty() {
+        return None;
+    }
+    let mask = entries.len() - 1;
+    let mut at = home(hash, mask);
+    loop {
+        let entry = entries[at];
+        if entry == EMPTY {
+            return None;
+        }
+        if hash_of(entry) == hash && matches(slot_of(entry)) {
+            return Some(at);
+        }
+        at = (at + 1) & mask;
+    }
+}
+
+/// Puts `entry` at the first free place of its probe sequence (the table has one).
+#[inline]
+fn place(entries: &mut [Entry], entry: Entry) {
+    let mask = entries.len() - 1;
+    let mut at = home(hash_of(entry), mask);
+    while entries[at] != EMPTY {
+        at = (at + 1) & mask;
+    }
+    entries[at] = entry;
 }
 
 #[cfg(test)]
@@ -164,6 +235,39 @@ mod tests {
         for slot in 1..4 {
             assert_eq!(index.find(15, |found| found == slot), Some(slot));
         }
+    }
+
+    #[test]
+    fn a_table_past_the_huge_page_size_keeps_every_entry() {
+        let mut index = SlotIndex::default();
+        let count = 300_000u32; // grows to 1 Mi places, 8 MiB: mapped apart on Linux
+        let hash = |slot: u32| slot.wrapping_mul(0x9E37_79B9);
+        for slot in 0..count {
+            index.insert(hash(slot), slot);
+        }
+        #[cfg(target_os = "linux")]
+        assert!(matches!(index.table, Table::Mapped(_)), "{:?}", index.table);
+        for slot in (0..count).step_by(7) {
+            assert_eq!(index.find(hash(slot), |found| found == slot), Some(slot));
+        }
+        for slot in (0..count).filter(|slot| slot % 2 == 0) {
+            assert!(index.remove(hash(slot), slot));
+        }
+        assert_eq!(index.len(), count as usize / 2);
+        for slot in 0..count {
+            let expected = (slot % 2 == 1).then_some(slot);
+            assert_eq!(index.find(hash(slot), |found| found == slot), expected);
+        }
+    }
+
+    #[test]
+    fn the_highest_usable_slot_is_told_from_an_empty_place() {
+        let mut index = SlotIndex::default();
+        index.insert(3, u32::MAX - 1);
+        index.insert(3, 0);
+        assert_eq!(index.find(3, |_| true), Some(u32::MAX - 1));
+        assert!(index.remove(3, u32::MAX - 1));
+        assert_eq!(index.find(3, |_| true), Some(0));
     }
 
     proptest! {
