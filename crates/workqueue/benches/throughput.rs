@@ -8,7 +8,9 @@
 //! - (c)  100,000 distinct keys through `add_rate_limited` (exponential 5 ms … 1000 s), one
 //!   consumer doing get, forget, done.
 //!
-//! Run: `cargo bench -p ctrlkit-workqueue --bench throughput` (add `-- --quick` for one round).
+//! Run: `cargo bench -p ctrlkit-workqueue --bench throughput` (add `-- --quick` for one round,
+//! `-- --ctrlkit-only` to leave out the yardstick, for profiling, and a scenario's name or part
+//! of it to run only those scenarios).
 //! Keys are `Arc<str>`s like `"default/object-000042"`: like a Go string (what client-go queues),
 //! copying one copies a pointer. (a) and (a') are also run with `String` keys, whose every copy
 //! allocates, and `u64`s. Each figure is the median of several rounds.
@@ -265,6 +267,7 @@ fn measure(
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
+    let ctrlkit_only = std::env::args().any(|arg| arg == "--ctrlkit-only");
     let rounds = if quick { 1 } else { 5 };
     // Keys are made on first use, so that a filtered run makes only its own.
     let a_keys = std::cell::OnceCell::new();
@@ -342,6 +345,9 @@ fn main() {
     for (name, mut run, mut yardstick) in scenarios {
         if !name.contains(filter.as_str()) {
             continue;
+        }
+        if ctrlkit_only {
+            yardstick = None;
         }
         let (ours, theirs) = measure(rounds, &mut run, yardstick.as_mut());
         match theirs {
