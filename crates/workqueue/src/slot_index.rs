@@ -15,9 +15,10 @@ type Entry = u64;
 const EMPTY: Entry = 0;
 /// The smallest table allocated.
 const MIN_CAPACITY: usize = 16;
-/// Tables from this size up are mapped apart and backed by huge pages where the kernel allows:
-/// a probe into a table larger than the cache otherwise also misses the TLB, and that miss was
-/// a third of a large queue's `add`.
+/// Tables from this size up are mapped apart and backed by huge pages where the kernel allows
+/// (with transparent huge pages in `madvise` mode, a heap allocation never gets them): a probe
+/// into a table larger than the cache otherwise also misses the TLB. With them, the benchmark's
+/// million-key adds-then-drain ran about a third faster.
 #[cfg(target_os = "linux")]
 const HUGE_TABLE_BYTES: usize = 2 << 20;
 
