@@ -12,7 +12,8 @@
 //! CPU time per update: the parent cuts and holds the child's watch, writes the updates straight
 //! into the server's store, then lets the resumed watch replay them (three bursts, the median). `--quick` runs 10,000 objects only; `--objects N` and
 //! `--kind pods|configmaps` pick one size and kind; `--client NAME` (repeatable, a name of the
-//! table's client column) runs only those clients.
+//! table's client column) runs only those clients. `--features bench-mimalloc` or
+//! `--features bench-jemalloc` runs everything on that allocator instead of the system's.
 
 // A benchmark harness: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -42,8 +43,25 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+// The allocator under the counting one: the system's (glibc's malloc on Linux) unless a
+// `bench-*` feature picks another, for both clients alike.
+#[cfg(all(feature = "bench-mimalloc", feature = "bench-jemalloc"))]
+compile_error!("pick one of the features bench-mimalloc and bench-jemalloc");
+#[cfg(feature = "bench-mimalloc")]
+type Allocator = mimalloc::MiMalloc;
+#[cfg(feature = "bench-mimalloc")]
+const ALLOCATOR: (Allocator, &str) = (mimalloc::MiMalloc, "mimalloc");
+#[cfg(all(feature = "bench-jemalloc", not(feature = "bench-mimalloc")))]
+type Allocator = tikv_jemallocator::Jemalloc;
+#[cfg(all(feature = "bench-jemalloc", not(feature = "bench-mimalloc")))]
+const ALLOCATOR: (Allocator, &str) = (tikv_jemallocator::Jemalloc, "jemalloc");
+#[cfg(not(any(feature = "bench-mimalloc", feature = "bench-jemalloc")))]
+type Allocator = std::alloc::System;
+#[cfg(not(any(feature = "bench-mimalloc", feature = "bench-jemalloc")))]
+const ALLOCATOR: (Allocator, &str) = (std::alloc::System, "the system allocator");
+
 #[global_allocator]
-static HEAP: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
+static HEAP: Cap<Allocator> = Cap::new(ALLOCATOR.0, usize::MAX);
 
 const NAMESPACE: &str = "bench";
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
@@ -75,6 +93,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    println!("both clients allocate through {}", ALLOCATOR.1);
     println!(
         "{:<11} {:>7} {:<28} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10}",
         "kind",
