@@ -4,11 +4,12 @@
 //! TLS and middleware as configured); only the bodies are decoded here, with
 //! [`decode`](crate::decode):
 //!
-//! - a list page's items are decoded on blocking threads, several at once, so a relist uses
-//!   every core instead of the one that reads the response, and the next page is requested
-//!   as soon as this one's continue token is read, so the server sends it meanwhile;
+//! - a list page's items are decoded on the decoding threads (one per core, see
+//!   [`decode_pool`](crate::decode_pool)), several at once, so a relist uses every core instead
+//!   of the one that reads the response, and the next page is requested as soon as this one's
+//!   continue token is read, so the server sends it meanwhile;
 //! - a watch body is read by a task of its own, which decodes a lone event itself and splits a
-//!   burst over blocking threads, handing the events on in order through a bounded channel:
+//!   burst over the decoding threads, handing the events on in order through a bounded channel:
 //!   decoding the next events overlaps with storing the last ones.
 //!
 //! Objects come out with exactly sized vectors, so informers over these sources skip their
@@ -16,9 +17,8 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::num::NonZeroUsize;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -35,6 +35,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::decode::{self, DecodeError};
+use crate::decode_pool::{self, DecodeHandle};
 use crate::list_watch::{PageStream, WatchStream, next_page};
 
 /// Batches of watch events read ahead of the consumer, at most: enough to keep every decoding
@@ -58,12 +59,6 @@ const MAX_LINE: usize = 64 << 20;
 
 /// Pages with fewer items than this are decoded by the task that fetched them.
 const PARALLEL_FROM: usize = 32;
-
-/// How many threads decode one page.
-fn decoding_threads() -> usize {
-    static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get))
-}
 
 /// Sends `request` and returns the response, or the API's error as kube-client reports it.
 async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Result<Body, kube::Error> {
@@ -185,7 +180,7 @@ async fn decode_page<T>(body: Bytes, split: decode::SplitList) -> Result<ObjectL
 where
     T: DeserializeOwned + Clone + Send + 'static,
 {
-    let threads = decoding_threads();
+    let threads = decode_pool::threads();
     let items = if split.items.len() < PARALLEL_FROM || threads < 2 {
         decode::decode_items(&body, &split.items)?
     } else {
@@ -196,7 +191,7 @@ where
             .map(|ranges| {
                 let body = body.clone();
                 let ranges = ranges.to_vec();
-                tokio::task::spawn_blocking(move || decode::decode_items::<T>(&body, &ranges))
+                decode_pool::spawn(move || decode::decode_items::<T>(&body, &ranges))
             })
             .collect();
         let mut items = Vec::with_capacity(split.items.len());
@@ -207,7 +202,7 @@ where
                 Err(err) => {
                     return Err(DecodeError::Invalid {
                         what: "a list item",
-                        message: format!("the decoding thread failed: {err}"),
+                        message: err.to_string(),
                     });
                 }
             }
@@ -221,8 +216,8 @@ where
     })
 }
 
-/// One watch request: the stream of its events, read by a task of its own and decoded on
-/// blocking threads when they come in bursts.
+/// One watch request: the stream of its events, read by a task of its own and decoded on the
+/// decoding threads when they come in bursts.
 pub(crate) async fn watch<T>(
     client: &Client,
     mut request: http::Request<Vec<u8>>,
@@ -266,10 +261,10 @@ where
 
 type EventResult<T> = Result<WatchEvent<T>, kube::Error>;
 
-/// Consecutive events of a watch: decoded, or being decoded on a blocking thread.
+/// Consecutive events of a watch: decoded, or being decoded on a decoding thread.
 enum Batch<T> {
     Ready(Vec<EventResult<T>>),
-    Decoding(JoinHandle<Vec<EventResult<T>>>),
+    Decoding(DecodeHandle<Vec<EventResult<T>>>),
 }
 
 /// Reads a watch body line by line and sends its events in order, in batches, until the body
@@ -366,7 +361,7 @@ where
 }
 
 /// Groups lines that arrived together into batches: a few are decoded here; a burst is split
-/// over the decoding threads, each batch on a blocking thread of its own.
+/// into batches for the decoding threads, which take them in order.
 fn batches<T>(lines: Vec<Bytes>) -> Vec<Batch<T>>
 where
     T: DeserializeOwned + Clone + Send + 'static,
@@ -377,12 +372,12 @@ where
         }
         return vec![Batch::Ready(decode_lines(&lines))];
     }
-    let per_batch = lines.len().div_ceil(decoding_threads()).min(MAX_BATCH);
+    let per_batch = lines.len().div_ceil(decode_pool::threads()).min(MAX_BATCH);
     lines
         .chunks(per_batch)
         .map(|chunk| {
             let chunk = chunk.to_vec();
-            Batch::Decoding(tokio::task::spawn_blocking(move || decode_lines(&chunk)))
+            Batch::Decoding(decode_pool::spawn(move || decode_lines(&chunk)))
         })
         .collect()
 }

@@ -9,6 +9,7 @@
 mod backoff;
 mod boxed_list_watch;
 mod decode;
+mod decode_pool;
 mod delta;
 mod delta_fifo;
 mod factory;

@@ -1,7 +1,8 @@
 //! The kube-client source (`Api<K>` as a `ListerWatcher`) against the embedded API server: a
 //! paginated list whose next page is requested while the current one decodes comes out whole
 //! and in order; a continuation that expires mid-list ends the pages with 410; the objects are
-//! the ones serde_json decodes; a watch delivers a burst in order.
+//! the ones serde_json decodes; a watch delivers a burst in order; a `Deserialize` that panics
+//! fails its page or its watch with an error and leaves the decoding threads working.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -134,5 +135,103 @@ async fn a_watch_burst_arrives_in_order() {
             other => panic!("{other:?}"),
         }
     }
+    server.shutdown().await;
+}
+
+/// A ConfigMap whose `Deserialize` panics on the one named `cm-00042`, as a user's type with a
+/// faulty hand-written impl could.
+#[derive(Clone, Debug)]
+struct Fragile(ConfigMap);
+
+impl<'de> serde::Deserialize<'de> for Fragile {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let cm = ConfigMap::deserialize(deserializer)?;
+        assert_ne!(
+            cm.metadata.name.as_deref(),
+            Some("cm-00042"),
+            "a faulty Deserialize"
+        );
+        Ok(Self(cm))
+    }
+}
+
+impl kube::Resource for Fragile {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::kind(dt)
+    }
+    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::group(dt)
+    }
+    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::version(dt)
+    }
+    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_deserialize_fails_its_page_or_watch_and_decoding_goes_on() {
+    let (server, api) = server_with(1).await;
+    let version = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    for i in 1..200 {
+        create(&api, i).await;
+    }
+    let fragile: Api<Fragile> = Api::namespaced(api.clone().into_client(), NAMESPACE);
+    // Pages of 100 are decoded on the decoding threads: the first holds cm-00042.
+    let pages: Vec<_> = ListerWatcher::list_pages(&fragile, ListParams::default().limit(100))
+        .collect()
+        .await;
+    let error = pages
+        .iter()
+        .find_map(|page| page.as_ref().err())
+        .expect("the page with cm-00042 fails");
+    assert!(
+        error.to_string().contains("panicked"),
+        "the error says what happened: {error}"
+    );
+    // The watch replays the 199 creates in a burst, split into batches over the decoding
+    // threads. It hands on the batches before cm-00042's in order, then ends with an error (the
+    // reflector resumes from the last event handed on, so the rest of that batch comes again).
+    let mut events = ListerWatcher::watch(&fragile, &WatchParams::default(), &version)
+        .await
+        .unwrap();
+    let mut next = 1;
+    let error = loop {
+        match events.next().await.expect("the watch ends with an error") {
+            Ok(WatchEvent::Added(cm)) => {
+                assert_eq!(cm.0.metadata.name, Some(format!("cm-{next:05}")));
+                next += 1;
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(err) => break err,
+        }
+    };
+    assert!(next <= 42, "cm-00042 was never handed on");
+    assert!(error.to_string().contains("panicked"), "{error}");
+    // The decoding threads survived their panics: a list of the same objects decodes whole.
+    let pages: Vec<_> = ListerWatcher::list_pages(&api, ListParams::default().limit(100))
+        .collect()
+        .await;
+    let names: usize = pages
+        .iter()
+        .map(|page| page.as_ref().unwrap().items.len())
+        .sum();
+    assert_eq!(names, 200);
     server.shutdown().await;
 }
