@@ -148,16 +148,35 @@ mod tests {
         for handle in panics {
             assert_eq!(handle.await, Err(DecodePoolError::Panicked));
         }
-        // Every thread has panicked at least once, or could have: all still take jobs.
+        // The threads that ran the panicking jobs still take jobs.
         let after: Vec<_> = (0..threads() * 4).map(|n| spawn(move || n)).collect();
         for (n, handle) in after.into_iter().enumerate() {
             assert_eq!(handle.await, Ok(n));
         }
     }
 
-    #[test]
-    fn the_pool_has_one_thread_per_core() {
+    #[tokio::test]
+    async fn one_named_thread_per_core_runs_jobs_at_once() {
         let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         assert_eq!(threads(), cores);
+        // Each job waits until all of them run: with fewer threads than cores this never ends.
+        let all_running = std::sync::Arc::new(std::sync::Barrier::new(cores));
+        let jobs: Vec<_> = (0..cores)
+            .map(|_| {
+                let all_running = std::sync::Arc::clone(&all_running);
+                spawn(move || {
+                    all_running.wait();
+                    std::thread::current().name().map(str::to_owned)
+                })
+            })
+            .collect();
+        let mut names = Vec::new();
+        for job in jobs {
+            names.push(job.await.unwrap().unwrap());
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), cores, "{names:?}");
+        assert!(names.iter().all(|name| name.starts_with("ctrlkit-decode-")));
     }
 }
