@@ -19,6 +19,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
+use crate::heap_room::HeapRoom;
+
 /// How deep a decoded document may nest; serde_json's own limit, so that no input can exhaust
 /// a thread's stack while a recursive `Deserialize` walks it.
 const MAX_DEPTH: usize = 128;
@@ -342,9 +344,11 @@ pub(crate) fn decode_items<T: DeserializeOwned>(
     body: &[u8],
     ranges: &[Range<usize>],
 ) -> Result<Vec<T>, DecodeError> {
+    let mut room = HeapRoom::default();
     ranges
         .iter()
         .map(|range| {
+            room.before_decoding(range.len());
             let item = body
                 .get(range.clone())
                 .ok_or_else(|| DecodeError::invalid("a list item", "its bytes are out of range"))?;

@@ -14,6 +14,7 @@ mod delta;
 mod delta_fifo;
 mod factory;
 mod handler;
+mod heap_room;
 mod index;
 mod key;
 mod kube_source;
