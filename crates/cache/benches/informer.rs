@@ -48,20 +48,20 @@ use tokio_util::sync::CancellationToken;
 #[cfg(all(feature = "bench-mimalloc", feature = "bench-jemalloc"))]
 compile_error!("pick one of the features bench-mimalloc and bench-jemalloc");
 #[cfg(feature = "bench-mimalloc")]
-type Allocator = mimalloc::MiMalloc;
+use mimalloc::MiMalloc as Allocator;
 #[cfg(feature = "bench-mimalloc")]
-const ALLOCATOR: (Allocator, &str) = (mimalloc::MiMalloc, "mimalloc");
+const ALLOCATOR_NAME: &str = "mimalloc";
 #[cfg(all(feature = "bench-jemalloc", not(feature = "bench-mimalloc")))]
-type Allocator = tikv_jemallocator::Jemalloc;
+use tikv_jemallocator::Jemalloc as Allocator;
 #[cfg(all(feature = "bench-jemalloc", not(feature = "bench-mimalloc")))]
-const ALLOCATOR: (Allocator, &str) = (tikv_jemallocator::Jemalloc, "jemalloc");
+const ALLOCATOR_NAME: &str = "jemalloc";
 #[cfg(not(any(feature = "bench-mimalloc", feature = "bench-jemalloc")))]
-type Allocator = std::alloc::System;
+use std::alloc::System as Allocator;
 #[cfg(not(any(feature = "bench-mimalloc", feature = "bench-jemalloc")))]
-const ALLOCATOR: (Allocator, &str) = (std::alloc::System, "the system allocator");
+const ALLOCATOR_NAME: &str = "the system allocator";
 
 #[global_allocator]
-static HEAP: Cap<Allocator> = Cap::new(ALLOCATOR.0, usize::MAX);
+static HEAP: Cap<Allocator> = Cap::new(Allocator, usize::MAX);
 
 const NAMESPACE: &str = "bench";
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
@@ -93,7 +93,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    println!("both clients allocate through {}", ALLOCATOR.1);
+    println!("both clients allocate through {ALLOCATOR_NAME}");
     println!(
         "{:<11} {:>7} {:<28} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10}",
         "kind",
