@@ -235,15 +235,24 @@ mod scan {
     }
 
     /// The end of the string whose opening quote is at `at` (just past its closing quote).
+    ///
+    /// Only quotes are searched for: escapes such as `\n` (every line break of a ConfigMap's
+    /// file) do not stop the search, and a quote is escaped when an odd run of backslashes
+    /// precedes it.
     fn skip_string(body: &[u8], at: usize) -> Option<usize> {
-        let mut at = at + 1;
+        let contents = at + 1;
+        let mut from = contents;
         loop {
-            at += memchr::memchr2(b'"', b'\\', body.get(at..)?)?;
-            if body[at] == b'"' {
-                return Some(at + 1);
+            let quote = from + memchr::memchr(b'"', body.get(from..)?)?;
+            let backslashes = body[contents..quote]
+                .iter()
+                .rev()
+                .take_while(|&&byte| byte == b'\\')
+                .count();
+            if backslashes % 2 == 0 {
+                return Some(quote + 1);
             }
-            // A backslash escapes the byte after it.
-            at += 2;
+            from = quote + 1;
         }
     }
 
@@ -438,7 +447,11 @@ mod tests {
 
     #[test]
     fn the_quick_split_agrees_with_serde_json() {
-        let bodies: [&[u8]; 14] = [
+        let bodies: [&[u8]; 18] = [
+            br#"{"items":[{"a":"x\\"},{"b":"\\\"}\\\\"}]}"#,
+            br#"{"items":[{"a":"\n\t\u0022\\\\\"\\"},{"b":1}],"kind":"\\"}"#,
+            br#"{"items":[{"a":"unterminated\"}]}"#,
+            br#"{"items":[{"a":"\\\\\\"}]}"#,
             br#"{"kind":"List","items":[{"a":"x]}\"{["},{"b":[1,[2,{"c":"}"}]]}],"metadata":{"resourceVersion":"4"}}"#,
             b" {\n \"items\" :\t[ {\"a\":1} ,\r\n{\"b\":2}\n] , \"kind\":\"K\"}\n",
             br#"{"items":[]}"#,
@@ -473,6 +486,39 @@ mod tests {
         }
         let escaped = split_list(br#"{"ite\u006ds":[{"a":1}]}"#).unwrap();
         assert_eq!(escaped.items.len(), 1);
+    }
+
+    #[test]
+    fn the_quick_split_agrees_with_serde_json_on_random_strings() {
+        // Strings full of the bytes a scan can trip on: quotes, runs of backslashes, brackets,
+        // line breaks and multi-byte characters, as serde_json escapes them.
+        let alphabet = [
+            '"', '\\', '\n', '{', '}', '[', ']', ',', ':', 'a', 'é', '\u{1}',
+        ];
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..500 {
+            let mut text = || -> String {
+                (0..rng.usize(0..12))
+                    .map(|_| alphabet[rng.usize(..alphabet.len())])
+                    .collect()
+            };
+            let items: Vec<serde_json::Value> = (0..3)
+                .map(|_| serde_json::json!({ text(): text(), "n": [text(), {"k": text()}] }))
+                .collect();
+            let body = serde_json::to_vec(&serde_json::json!({
+                "metadata": {"continue": text()}, "items": items, "kind": text()
+            }))
+            .unwrap();
+            let quick = split_list(&body).unwrap();
+            let slow = split_list_slowly(&body).unwrap();
+            assert_eq!(
+                quick.items,
+                slow.items,
+                "{}",
+                String::from_utf8_lossy(&body)
+            );
+            assert_eq!(quick.metadata.continue_, slow.metadata.continue_);
+        }
     }
 
     #[test]

@@ -30,6 +30,14 @@ pub trait KnownObjects<K>: Send + Sync {
     fn list_keys(&self) -> Vec<String>;
     /// The object under `key`.
     fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
+    /// The keys held that `listed` does not hold: what a relist deletes. The default filters
+    /// [`list_keys`](Self::list_keys); a store that can walk its keys in place should, so that
+    /// a relist of many objects does not copy every key.
+    fn list_keys_not_in(&self, listed: &ListedKeys) -> Vec<String> {
+        let mut keys = self.list_keys();
+        keys.retain(|key| !listed.contains(key));
+        keys
+    }
 }
 
 impl<K: Send + Sync> KnownObjects<K> for Indexer<K> {
@@ -38,6 +46,9 @@ impl<K: Send + Sync> KnownObjects<K> for Indexer<K> {
     }
     fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
         Indexer::get_by_key(self, key)
+    }
+    fn list_keys_not_in(&self, listed: &ListedKeys) -> Vec<String> {
+        self.list_keys_where(|key| !listed.contains(key))
     }
 }
 
@@ -340,8 +351,8 @@ impl<K: Clone> DeltaFifo<K> {
             self.push_tombstone(inner, key, obj);
         }
         if let Some(known) = &self.known_objects {
-            for key in known.list_keys() {
-                if listed.0.contains(&key) || inner.items.get(&key).is_some_and(|d| !d.is_empty()) {
+            for key in known.list_keys_not_in(&listed) {
+                if inner.items.get(&key).is_some_and(|d| !d.is_empty()) {
                     continue;
                 }
                 let obj = known.get_by_key(&key);

@@ -141,6 +141,11 @@ impl<K> Indexer<K> {
         self.store.list_keys()
     }
 
+    /// The keys for which `keep` says yes, in no particular order; only those are copied.
+    pub(crate) fn list_keys_where(&self, keep: impl FnMut(&str) -> bool) -> Vec<String> {
+        self.store.list_keys_where(keep)
+    }
+
     /// The number of objects.
     pub fn len(&self) -> usize {
         self.store.len()

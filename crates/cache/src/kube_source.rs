@@ -34,8 +34,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::decode::{self, DecodeError};
+use crate::decode;
 use crate::decode_pool::{self, DecodeHandle};
+use crate::decoding_page::DecodingPage;
 use crate::list_watch::{PageStream, WatchStream, next_page};
 
 /// Batches of watch events read ahead of the consumer, at most: enough to keep every decoding
@@ -57,8 +58,9 @@ const MAX_BATCH: usize = 64;
 /// 1.5 MiB), short of letting a peer that never sends a newline fill the memory.
 const MAX_LINE: usize = 64 << 20;
 
-/// Pages with fewer items than this are decoded by the task that fetched them.
-const PARALLEL_FROM: usize = 32;
+/// List pages whose items are decoded ahead of the consumer, beside the one it waits for: the
+/// decoding threads go on with the next page while the consumer stores this one.
+const PAGES_AHEAD: usize = 1;
 
 /// Sends `request` and returns the response, or the API's error as kube-client reports it.
 async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Result<Body, kube::Error> {
@@ -90,7 +92,7 @@ where
 {
     let body = fetch(client, request).await?;
     let split = decode::split_list(&body)?;
-    Ok(decode_page(body, split).await?)
+    Ok(DecodingPage::start(body, split).finish().await?)
 }
 
 async fn fetch(client: &Client, request: http::Request<Vec<u8>>) -> Result<Bytes, kube::Error> {
@@ -101,9 +103,10 @@ async fn fetch(client: &Client, request: http::Request<Vec<u8>>) -> Result<Bytes
 pub(crate) type BuildList =
     fn(&kube::core::Request, &ListParams) -> Result<http::Request<Vec<u8>>, RequestError>;
 
-/// A list page by page, each page requested as soon as the one before has been read (its
-/// continue token is in the envelope), so that the server sends it while the one before is
-/// decoded.
+/// A list page by page, read ahead by a task of its own: each page is requested as soon as the
+/// one before has been read (its continue token is in the envelope), and its items go to the
+/// decoding threads as soon as it is read, so that the server sends the next page and the
+/// decoding threads decode this one while the consumer stores the one before.
 pub(crate) fn list_pages<T>(
     client: Client,
     request: kube::core::Request,
@@ -113,37 +116,70 @@ pub(crate) fn list_pages<T>(
 where
     T: DeserializeOwned + Clone + Send + 'static,
 {
-    let source = Arc::new((client, request, build));
-    let first = start_fetch(&source, &params);
-    futures_util::stream::unfold(Some((first, params)), move |state| {
-        let source = Arc::clone(&source);
-        async move {
-            let (fetching, params) = state?;
-            let body = match fetching.await {
-                Ok(Ok(body)) => body,
-                Ok(Err(err)) => return Some((Err(err), None)),
-                Err(err) => {
-                    let io = std::io::Error::other(err);
-                    return Some((Err(kube::Error::ReadEvents(io)), None));
-                }
-            };
-            let split = match decode::split_list(&body) {
-                Ok(split) => split,
-                Err(err) => return Some((Err(err.into()), None)),
-            };
-            let next = next_page(params, split.metadata.continue_.as_deref())
-                .map(|params| (start_fetch(&source, &params), params));
-            match decode_page(body, split).await {
-                Ok(page) => Some((Ok(page), next)),
-                // The page is lost, and with it the list: the next page is not asked for.
-                Err(err) => Some((Err(err.into()), None)),
-            }
-        }
+    let (sender, receiver) = mpsc::channel(PAGES_AHEAD);
+    let reader = AbortOnDrop(tokio::spawn(read_pages(
+        Arc::new((client, request, build)),
+        params,
+        sender,
+    )));
+    futures_util::stream::unfold((receiver, reader), |(mut receiver, reader)| async move {
+        let page = match receiver.recv().await? {
+            Ok(page) => page.finish().await.map_err(kube::Error::from),
+            Err(err) => Err(err),
+        };
+        Some((page, (receiver, reader)))
     })
     .boxed()
 }
 
 type ListSource = (Client, kube::core::Request, BuildList);
+
+/// Reads the pages of a list and starts decoding each, handing them on in order, until the last
+/// page, the first error, or until nobody listens any more.
+async fn read_pages<T>(
+    source: Arc<ListSource>,
+    params: ListParams,
+    sender: mpsc::Sender<Result<DecodingPage<T>, kube::Error>>,
+) where
+    T: DeserializeOwned + Clone + Send + 'static,
+{
+    let mut fetching = Some((start_fetch(&source, &params), params));
+    while let Some((fetch, params)) = fetching.take() {
+        let page = match fetch.await {
+            Ok(Ok(body)) => decode::split_list(&body)
+                .map(|split| (body, split))
+                .map_err(kube::Error::from),
+            Ok(Err(err)) => Err(err),
+            Err(err) => Err(kube::Error::ReadEvents(std::io::Error::other(err))),
+        };
+        let (body, split) = match page {
+            Ok(page) => page,
+            // The list ends here: the next page is not asked for.
+            Err(err) => {
+                let _ = sender.send(Err(err)).await;
+                return;
+            }
+        };
+        // The next page is asked for, and this one decoded, once there is room for this one:
+        // no more than `PAGES_AHEAD` pages are decoded ahead of the consumer, and no more
+        // bodies than those and the one on its way are held.
+        let Ok(room) = sender.reserve().await else {
+            return;
+        };
+        fetching = next_page(params, split.metadata.continue_.as_deref())
+            .map(|params| (start_fetch(&source, &params), params));
+        room.send(Ok(DecodingPage::start(body, split)));
+    }
+}
+
+/// A task aborted when this is dropped: the reader of a list whose stream was dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// A page being fetched by a task of its own; dropped before it is awaited (the list stream was
 /// dropped, or the page before failed), the task is aborted and its request with it.
@@ -173,47 +209,6 @@ fn start_fetch(source: &Arc<ListSource>, params: &ListParams) -> Fetch {
         let request = build(request, &params).map_err(kube::Error::BuildRequest)?;
         fetch(client, request).await
     }))
-}
-
-/// Decodes a split list body, its items shared out over the decoding threads.
-async fn decode_page<T>(body: Bytes, split: decode::SplitList) -> Result<ObjectList<T>, DecodeError>
-where
-    T: DeserializeOwned + Clone + Send + 'static,
-{
-    let threads = decode_pool::threads();
-    let items = if split.items.len() < PARALLEL_FROM || threads < 2 {
-        decode::decode_items(&body, &split.items)?
-    } else {
-        let per_thread = split.items.len().div_ceil(threads);
-        let decoding: Vec<_> = split
-            .items
-            .chunks(per_thread)
-            .map(|ranges| {
-                let body = body.clone();
-                let ranges = ranges.to_vec();
-                decode_pool::spawn(move || decode::decode_items::<T>(&body, &ranges))
-            })
-            .collect();
-        let mut items = Vec::with_capacity(split.items.len());
-        for chunk in decoding {
-            match chunk.await {
-                Ok(decoded) => items.extend(decoded?),
-                // A panic inside a `Deserialize` impl: the page is lost, not the process.
-                Err(err) => {
-                    return Err(DecodeError::Invalid {
-                        what: "a list item",
-                        message: err.to_string(),
-                    });
-                }
-            }
-        }
-        items
-    };
-    Ok(ObjectList {
-        types: split.types,
-        metadata: split.metadata,
-        items,
-    })
 }
 
 /// One watch request: the stream of its events, read by a task of its own and decoded on the
@@ -441,31 +436,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_large_page_decodes_in_order_on_several_threads() {
-        let items: Vec<serde_json::Value> = (0..1000)
-            .map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i:04}")}, "data": {"i": i.to_string()}}))
-            .collect();
-        let body = serde_json::to_vec(&serde_json::json!({
-            "kind": "ConfigMapList", "apiVersion": "v1",
-            "metadata": {"resourceVersion": "77"}, "items": items
-        }))
-        .unwrap();
-        let body = Bytes::from(body);
-        let split = decode::split_list(&body).unwrap();
-        let list = decode_page::<k8s_openapi::api::core::v1::ConfigMap>(body, split)
-            .await
-            .unwrap();
-        assert_eq!(list.items.len(), 1000);
-        for (i, item) in list.items.iter().enumerate() {
-            assert_eq!(
-                item.metadata.name.as_deref(),
-                Some(format!("cm-{i:04}").as_str())
-            );
-        }
-        assert_eq!(list.metadata.resource_version.as_deref(), Some("77"));
-    }
-
-    #[tokio::test]
     async fn a_burst_of_lines_comes_out_in_order_with_its_errors_in_place() {
         let mut lines: Vec<Bytes> = (0..300)
             .map(|i| {
@@ -494,23 +464,5 @@ mod tests {
                 other => panic!("{i}: {other:?}"),
             }
         }
-    }
-
-    #[tokio::test]
-    async fn one_bad_item_fails_the_page() {
-        let mut items: Vec<serde_json::Value> = (0..100)
-            .map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i}")}}))
-            .collect();
-        items[70] = serde_json::json!({"metadata": {"name": 70}});
-        let body = serde_json::to_vec(&serde_json::json!({"items": items})).unwrap();
-        let body = Bytes::from(body);
-        let split = decode::split_list(&body).unwrap();
-        let err = decode_page::<k8s_openapi::api::core::v1::ConfigMap>(body, split)
-            .await
-            .unwrap_err();
-        assert!(
-            err.to_string().contains("cannot decode a list item"),
-            "{err}"
-        );
     }
 }

@@ -10,6 +10,7 @@ mod backoff;
 mod boxed_list_watch;
 mod decode;
 mod decode_pool;
+mod decoding_page;
 mod delta;
 mod delta_fifo;
 mod factory;

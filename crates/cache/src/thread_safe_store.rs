@@ -142,6 +142,17 @@ impl<K> ThreadSafeStore<K> {
         self.inner.read().items.keys().cloned().collect()
     }
 
+    /// The keys for which `keep` says yes, in no particular order; only those are copied.
+    pub(crate) fn list_keys_where(&self, mut keep: impl FnMut(&str) -> bool) -> Vec<String> {
+        let inner = self.inner.read();
+        inner
+            .items
+            .keys()
+            .filter(|key| keep(key))
+            .cloned()
+            .collect()
+    }
+
     /// The number of objects.
     pub fn len(&self) -> usize {
         self.inner.read().items.len()

@@ -1,0 +1,143 @@
+//! A list page whose items are being decoded on the decoding threads.
+
+use bytes::Bytes;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube::api::{ObjectList, TypeMeta};
+use serde::de::DeserializeOwned;
+
+use crate::decode::{self, DecodeError, SplitList};
+use crate::decode_pool::{self, DecodeHandle};
+
+/// Pages with fewer items than this are decoded by the task that read them.
+const PARALLEL_FROM: usize = 32;
+
+/// The most items decoded as one job. Several jobs a page keep every decoding thread busy up to
+/// the page's end, and the jobs of the next page queue behind them.
+const MAX_CHUNK: usize = 128;
+
+type Chunk<T> = DecodeHandle<Result<Vec<T>, DecodeError>>;
+
+/// A page's items: decoded already, or being decoded in chunks, in order.
+enum Items<T> {
+    Decoded(Result<Vec<T>, DecodeError>),
+    Decoding { chunks: Vec<Chunk<T>>, len: usize },
+}
+
+/// A list page split into its items, which are decoded from the moment it is made; awaiting
+/// [`finish`](Self::finish) collects them.
+pub(crate) struct DecodingPage<T> {
+    types: TypeMeta,
+    metadata: ListMeta,
+    items: Items<T>,
+}
+
+impl<T> DecodingPage<T>
+where
+    T: DeserializeOwned + Clone + Send + 'static,
+{
+    /// Starts decoding the items of `body`, split as `split` says.
+    pub(crate) fn start(body: Bytes, split: SplitList) -> Self {
+        let threads = decode_pool::threads();
+        let len = split.items.len();
+        let items = if len < PARALLEL_FROM || threads < 2 {
+            Items::Decoded(decode::decode_items(&body, &split.items))
+        } else {
+            let per_chunk = len.div_ceil(threads).min(MAX_CHUNK);
+            let chunks = split
+                .items
+                .chunks(per_chunk)
+                .map(|ranges| {
+                    let body = body.clone();
+                    let ranges = ranges.to_vec();
+                    decode_pool::spawn(move || decode::decode_items::<T>(&body, &ranges))
+                })
+                .collect();
+            Items::Decoding { chunks, len }
+        };
+        Self {
+            types: split.types,
+            metadata: split.metadata,
+            items,
+        }
+    }
+
+    /// The list page, once every item is decoded; the first item that failed fails the page.
+    pub(crate) async fn finish(self) -> Result<ObjectList<T>, DecodeError> {
+        let items = match self.items {
+            Items::Decoded(items) => items?,
+            Items::Decoding { chunks, len } => {
+                let mut items = Vec::with_capacity(len);
+                for chunk in chunks {
+                    match chunk.await {
+                        Ok(decoded) => items.extend(decoded?),
+                        // A panic inside a `Deserialize` impl: the page is lost, not the process.
+                        Err(err) => {
+                            return Err(DecodeError::Invalid {
+                                what: "a list item",
+                                message: err.to_string(),
+                            });
+                        }
+                    }
+                }
+                items
+            }
+        };
+        Ok(ObjectList {
+            types: self.types,
+            metadata: self.metadata,
+            items,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_large_page_decodes_in_order_on_several_threads() {
+        let items: Vec<serde_json::Value> = (0..1000)
+            .map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i:04}")}, "data": {"i": i.to_string()}}))
+            .collect();
+        let body = serde_json::to_vec(&serde_json::json!({
+            "kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "77"}, "items": items
+        }))
+        .unwrap();
+        let body = Bytes::from(body);
+        let split = decode::split_list(&body).unwrap();
+        let list = DecodingPage::<ConfigMap>::start(body, split)
+            .finish()
+            .await
+            .unwrap();
+        assert_eq!(list.items.len(), 1000);
+        for (i, item) in list.items.iter().enumerate() {
+            assert_eq!(
+                item.metadata.name.as_deref(),
+                Some(format!("cm-{i:04}").as_str())
+            );
+        }
+        assert_eq!(list.metadata.resource_version.as_deref(), Some("77"));
+    }
+
+    #[tokio::test]
+    async fn one_bad_item_fails_the_page() {
+        let mut items: Vec<serde_json::Value> = (0..100)
+            .map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i}")}}))
+            .collect();
+        items[70] = serde_json::json!({"metadata": {"name": 70}});
+        let body = serde_json::to_vec(&serde_json::json!({"items": items})).unwrap();
+        let body = Bytes::from(body);
+        let split = decode::split_list(&body).unwrap();
+        let err = DecodingPage::<ConfigMap>::start(body, split)
+            .finish()
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("cannot decode a list item"),
+            "{err}"
+        );
+    }
+}
