@@ -4,10 +4,11 @@
 //! TLS and middleware as configured); only the bodies are decoded here, with
 //! [`decode`](crate::decode):
 //!
-//! - a list page's items are decoded on the decoding threads (one per core, see
-//!   [`decode_pool`](crate::decode_pool)), several at once, so a relist uses every core instead
-//!   of the one that reads the response, and the next page is requested as soon as this one's
-//!   continue token is read, so the server sends it meanwhile;
+//! - a list is read by a task of its own, one page ahead of the consumer: each page's items are
+//!   decoded on the decoding threads (one per core, see [`decode_pool`](crate::decode_pool)),
+//!   several at once, so a relist uses every core instead of the one that reads the response;
+//!   the next page's items are decoded while the consumer stores this one's, and the page
+//!   after is requested meanwhile;
 //! - a watch body is read by a task of its own, which decodes a lone event itself and splits a
 //!   burst over the decoding threads, handing the events on in order through a bounded channel:
 //!   decoding the next events overlaps with storing the last ones.
