@@ -39,6 +39,7 @@ use crate::decode;
 use crate::decode_pool::{self, DecodeHandle};
 use crate::decoding_page::DecodingPage;
 use crate::list_watch::{PageStream, WatchStream, next_page};
+use crate::response_body;
 
 /// Batches of watch events read ahead of the consumer, at most: enough to keep every decoding
 /// thread busy while the consumer stores a burst, little enough not to hold a second copy of a
@@ -97,7 +98,7 @@ where
 }
 
 async fn fetch(client: &Client, request: http::Request<Vec<u8>>) -> Result<Bytes, kube::Error> {
-    Ok(send(client, request).await?.collect().await?.to_bytes())
+    response_body::read_whole(send(client, request).await?).await
 }
 
 /// How a list request is made from its parameters (`Request::list`, `Request::list_metadata`).

@@ -27,6 +27,7 @@ mod processor;
 mod reflector;
 mod reflector_error;
 mod reflector_store;
+mod response_body;
 mod shared_informer;
 mod thread_safe_store;
 mod transform;

@@ -79,6 +79,11 @@ async fn a_prefetched_paginated_list_comes_out_whole_and_in_order() {
     let theirs = api.list(&ListParams::default()).await.unwrap();
     let ours: Vec<ConfigMap> = pages.into_iter().flat_map(|page| page.items).collect();
     assert_eq!(ours, theirs.items);
+    // The same list in one page: a body of several hundred kilobytes, read into a mapping.
+    let whole = ListerWatcher::list(&api, &ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(whole.items, theirs.items);
     // Decoded compactly: an informer need not copy them.
     assert!(ListerWatcher::delivers_compact_objects(&api));
     server.shutdown().await;
