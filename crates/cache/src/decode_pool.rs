@@ -1,5 +1,6 @@
-//! The threads that decode list pages and bursts of watch events: one per core, started on first
-//! use and kept for the life of the process, shared by every informer.
+//! The threads that decode list pages and bursts of watch events, and free the objects informers
+//! are done with (see [`retired_objects`](crate::retired_objects)): one per core, started on
+//! first use and kept for the life of the process, shared by every informer.
 //!
 //! tokio's blocking pool starts a thread whenever all of its threads are busy, so a watch that
 //! hands it eight batches at once ran on dozens of threads in a few seconds. Under glibc's malloc

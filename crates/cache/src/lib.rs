@@ -28,6 +28,7 @@ mod reflector;
 mod reflector_error;
 mod reflector_store;
 mod response_body;
+mod retired_objects;
 mod shared_informer;
 mod thread_safe_store;
 mod transform;

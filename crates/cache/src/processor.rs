@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::delta::ObjectOrTombstone;
 use crate::handler::ResourceEventHandler;
+use crate::retired_objects::RetiredObjects;
 
 /// One notification for one handler.
 pub(crate) enum Notification<K> {
@@ -119,11 +120,12 @@ impl<K: Send + Sync + 'static> Listener<K> {
     }
 }
 
-async fn run_listener<K: 'static>(
+async fn run_listener<K: Send + Sync + 'static>(
     mut receiver: mpsc::UnboundedReceiver<Notification<K>>,
     handler: Arc<dyn ResourceEventHandler<K>>,
     tracker: Arc<SyncTracker>,
 ) {
+    let mut retired = RetiredObjects::new();
     while let Some(notification) = receiver.recv().await {
         if tracker.stopped.load(Ordering::Acquire) {
             break;
@@ -149,6 +151,23 @@ async fn run_listener<K: 'static>(
         }
         if initial {
             tracker.pending_initial.fetch_sub(1, Ordering::AcqRel);
+        }
+        match notification {
+            Notification::Update { old, new } => {
+                drop(new);
+                retired.retire(old);
+            }
+            Notification::Delete(ObjectOrTombstone::Object(obj)) => retired.retire(obj),
+            Notification::Delete(ObjectOrTombstone::Tombstone(tombstone)) => {
+                if let Some(obj) = tombstone.obj {
+                    retired.retire(obj);
+                }
+            }
+            Notification::Add { .. } => {}
+        }
+        // Nothing more to hand out at once: free what was retired while the stream rests.
+        if receiver.is_empty() {
+            retired.flush();
         }
     }
 }
