@@ -124,12 +124,16 @@ where
         params,
         sender,
     )));
-    futures_util::stream::unfold((receiver, reader), |(mut receiver, reader)| async move {
+    futures_util::stream::unfold(Some((receiver, reader)), |state| async move {
+        let (mut receiver, reader) = state?;
         let page = match receiver.recv().await? {
             Ok(page) => page.finish().await.map_err(kube::Error::from),
             Err(err) => Err(err),
         };
-        Some((page, (receiver, reader)))
+        // A page that failed ends the list, and the reader with it: the pages read ahead of it
+        // are not handed on.
+        let next = page.is_ok().then_some((receiver, reader));
+        Some((page, next))
     })
     .boxed()
 }

@@ -211,6 +211,9 @@ async fn a_panicking_deserialize_fails_its_page_or_watch_and_decoding_goes_on() 
         error.to_string().contains("panicked"),
         "the error says what happened: {error}"
     );
+    // The failed page ends the list: the page read ahead of it is not handed on.
+    let outcomes: Vec<bool> = pages.iter().map(Result::is_ok).collect();
+    assert_eq!(outcomes, [false], "pages handed on (ok or not)");
     // The watch replays the 199 creates in a burst, split into batches over the decoding
     // threads. It hands on the batches before cm-00042's in order, then ends with an error (the
     // reflector resumes from the last event handed on, so the rest of that batch comes again).
