@@ -96,22 +96,24 @@ mod tests {
 
     use super::*;
 
+    /// The page `list` is, split and decoded.
+    async fn decode_page(list: serde_json::Value) -> Result<ObjectList<ConfigMap>, DecodeError> {
+        let body = Bytes::from(serde_json::to_vec(&list).unwrap());
+        let split = decode::split_list(&body).unwrap();
+        DecodingPage::start(body, split).finish().await
+    }
+
     #[tokio::test]
     async fn a_large_page_decodes_in_order_on_several_threads() {
         let items: Vec<serde_json::Value> = (0..1000)
             .map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i:04}")}, "data": {"i": i.to_string()}}))
             .collect();
-        let body = serde_json::to_vec(&serde_json::json!({
+        let list = decode_page(serde_json::json!({
             "kind": "ConfigMapList", "apiVersion": "v1",
             "metadata": {"resourceVersion": "77"}, "items": items
         }))
+        .await
         .unwrap();
-        let body = Bytes::from(body);
-        let split = decode::split_list(&body).unwrap();
-        let list = DecodingPage::<ConfigMap>::start(body, split)
-            .finish()
-            .await
-            .unwrap();
         assert_eq!(list.items.len(), 1000);
         for (i, item) in list.items.iter().enumerate() {
             assert_eq!(
@@ -128,11 +130,7 @@ mod tests {
             .map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i}")}}))
             .collect();
         items[70] = serde_json::json!({"metadata": {"name": 70}});
-        let body = serde_json::to_vec(&serde_json::json!({"items": items})).unwrap();
-        let body = Bytes::from(body);
-        let split = decode::split_list(&body).unwrap();
-        let err = DecodingPage::<ConfigMap>::start(body, split)
-            .finish()
+        let err = decode_page(serde_json::json!({"items": items}))
             .await
             .unwrap_err();
         assert!(

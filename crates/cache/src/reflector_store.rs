@@ -69,10 +69,8 @@ impl<K: Send + Sync> ReflectorStore<K> for Indexer<K> {
         first_error.map_or(Ok(()), Err)
     }
     fn replace_finish(&self, listed: ListedKeys, _resource_version: &str) {
-        for key in self.list_keys() {
-            if !listed.contains(&key) {
-                self.thread_safe_store().delete(&key);
-            }
+        for key in self.list_keys_where(|key| !listed.contains(key)) {
+            self.thread_safe_store().delete(&key);
         }
     }
 }

@@ -44,9 +44,11 @@ pub(crate) async fn read_whole(mut body: Body) -> Result<Bytes, kube::Error> {
             };
             let Some(room) = map.get_mut(filled..filled + data.len()) else {
                 // Longer than it said: keep what came and gather the rest.
+                let rest = body.collect().await?.to_bytes();
                 let mut whole = BytesMut::from(&map[..filled]);
                 whole.extend_from_slice(&data);
-                return gather(body, whole).await;
+                whole.extend_from_slice(&rest);
+                return Ok(whole.freeze());
             };
             room.copy_from_slice(&data);
             filled += data.len();
@@ -57,17 +59,6 @@ pub(crate) async fn read_whole(mut body: Body) -> Result<Bytes, kube::Error> {
         return Ok(Bytes::from_owner(map));
     }
     Ok(body.collect().await?.to_bytes())
-}
-
-/// Appends the rest of `body` to `whole`.
-#[cfg(target_os = "linux")]
-async fn gather(mut body: Body, mut whole: BytesMut) -> Result<Bytes, kube::Error> {
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            whole.extend_from_slice(&data);
-        }
-    }
-    Ok(whole.freeze())
 }
 
 #[cfg(test)]

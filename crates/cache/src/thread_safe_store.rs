@@ -139,7 +139,7 @@ impl<K> ThreadSafeStore<K> {
 
     /// Every key, in no particular order.
     pub fn list_keys(&self) -> Vec<String> {
-        self.inner.read().items.keys().cloned().collect()
+        self.list_keys_where(|_| true)
     }
 
     /// The keys for which `keep` says yes, in no particular order; only those are copied.
