@@ -27,6 +27,24 @@ const MAPPED_FROM: usize = 256 << 10;
 #[cfg(target_os = "linux")]
 const MAPPED_UP_TO: usize = 256 << 20;
 
+/// The longest body whose mapping is populated when it is made; a longer one gets its pages as
+/// they are written, so that a stated length alone never makes memory resident.
+#[cfg(target_os = "linux")]
+const POPULATED_UP_TO: usize = 32 << 20;
+
+/// A writable anonymous mapping of `len` bytes. Up to [`POPULATED_UP_TO`] its pages are made
+/// in the one system call: faulting them in one at a time as they are written costs several
+/// times the CPU, most of all on a virtual machine.
+#[cfg(target_os = "linux")]
+fn map_for(len: usize) -> std::io::Result<memmap2::MmapMut> {
+    let mut options = memmap2::MmapOptions::new();
+    options.len(len);
+    if len <= POPULATED_UP_TO {
+        options.populate();
+    }
+    options.map_anon()
+}
+
 /// Reads `body` to its end.
 pub(crate) async fn read_whole(mut body: Body) -> Result<Bytes, kube::Error> {
     #[cfg(target_os = "linux")]
@@ -35,7 +53,7 @@ pub(crate) async fn read_whole(mut body: Body) -> Result<Bytes, kube::Error> {
         .exact()
         .and_then(|len| usize::try_from(len).ok())
         && (MAPPED_FROM..=MAPPED_UP_TO).contains(&len)
-        && let Ok(mut map) = memmap2::MmapMut::map_anon(len)
+        && let Ok(mut map) = map_for(len)
     {
         let mut filled = 0;
         while let Some(frame) = body.frame().await {
@@ -67,7 +85,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_reads_whole_whatever_its_length() {
-        for len in [0, 100, (256 << 10) - 1, 256 << 10, (1 << 20) + 3] {
+        for len in [
+            0,
+            100,
+            (256 << 10) - 1,
+            256 << 10,
+            (1 << 20) + 3,
+            (32 << 20) + 1,
+        ] {
             let sent: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
             let read = read_whole(Body::from(sent.clone())).await.unwrap();
             assert_eq!(read.len(), len);
