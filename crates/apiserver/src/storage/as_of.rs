@@ -87,7 +87,7 @@ impl Store {
                 0,
                 false,
                 select,
-                |_| 0,
+                |_, _| 0,
             ));
         };
         let end = range.1.clone();
@@ -118,16 +118,27 @@ impl Store {
         .flatten();
         // What follows a key then: what follows it now, less the keys created since, plus the
         // keys deleted since.
-        let remaining_after = |last: &(String, String)| {
-            let after = (Bound::Excluded(last.clone()), end);
-            let now = current.range(after.clone()).count();
-            then.range(after).fold(now, |count, (key, past)| {
-                match (past.is_some(), current.contains_key(key)) {
-                    (true, false) => count + 1,
-                    (false, true) => count.saturating_sub(1),
-                    _ => count,
-                }
-            })
+        let remaining_after = |last: &(String, String), taken| {
+            let count = || {
+                let following = (Bound::Excluded(last.clone()), end);
+                let now = current.range(following.clone()).count();
+                then.range(following).fold(now, |count, (key, past)| {
+                    match (past.is_some(), current.contains_key(key)) {
+                        (true, false) => count + 1,
+                        (false, true) => count.saturating_sub(1),
+                        _ => count,
+                    }
+                })
+            };
+            self.count_remaining(
+                &resource,
+                namespace,
+                resource_version,
+                after,
+                last,
+                taken,
+                count,
+            )
         };
         Ok(ListPage::fill(
             resource_version,
@@ -275,6 +286,55 @@ mod tests {
         // Counted in the snapshot too: cm-55 (created since) is not there, cm-6 (deleted
         // since) is.
         assert_eq!(remaining, [2, 0]);
+    }
+
+    #[test]
+    fn every_page_of_a_long_list_counts_what_follows_it() {
+        let store = Store::default();
+        let kind = configmaps();
+        for index in 0..100 {
+            set(&store, &format!("cm-{index:03}"), "1");
+        }
+        let at = store.resource_version();
+        // Changed after the snapshot: neither listed nor counted.
+        store.delete(&kind, "default", "cm-050", None).unwrap();
+        set(&store, "cm-0505", "1");
+        let page_after = |after: Option<&str>| {
+            store
+                .list_page_at(
+                    &kind,
+                    None,
+                    after.map(|name| ("default", name)),
+                    7,
+                    true,
+                    at,
+                    |_| true,
+                )
+                .unwrap()
+        };
+        let mut after: Option<String> = None;
+        let mut listed = 0;
+        loop {
+            let page = page_after(after.as_deref());
+            listed += page.items.len();
+            if !page.more {
+                break;
+            }
+            assert_eq!(page.remaining, 100 - listed, "after {after:?}");
+            let last = names_and_values(&page).last().unwrap().0.clone();
+            // The next page starts from this count rather than counting again.
+            assert_eq!(
+                store
+                    .remaining_counts
+                    .after(&kind.key(), None, at, ("default", &last)),
+                Some(100 - listed)
+            );
+            // A page asked for again counts the same.
+            let again = page_after(after.as_deref());
+            assert_eq!((again.items.len(), again.remaining), (7, 100 - listed));
+            after = Some(last);
+        }
+        assert_eq!(listed, 100);
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod error;
 mod event;
 mod gc;
 mod meta;
+mod remaining_counts;
 mod stored;
 mod wal;
 mod watch;
@@ -41,6 +42,7 @@ use self::data_dir::DataDir;
 use self::meta::{
     has_finalizers, mark_deleted, metadata_mut, name_causes, now_timestamp, random_suffix, spec_of,
 };
+use self::remaining_counts::RemainingCounts;
 use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 
 /// How much a store remembers.
@@ -144,6 +146,8 @@ pub struct Store {
     config: StoreConfig,
     namespaces: ResourceKind,
     recovery: Option<Recovery>,
+    /// How many objects followed the recent list pages.
+    remaining_counts: RemainingCounts,
 }
 
 impl Store {
@@ -217,6 +221,7 @@ impl Store {
             config,
             namespaces,
             recovery,
+            remaining_counts: RemainingCounts::default(),
         }
     }
 
@@ -450,17 +455,56 @@ impl Store {
             (state.objects.get(&kind.key()), page_range(after, namespace))
         else {
             let none = std::iter::empty();
-            return ListPage::fill(state.resource_version, none, 0, false, select, |_| 0);
+            return ListPage::fill(state.resource_version, none, 0, false, select, |_, _| 0);
         };
         let end = range.1.clone();
+        let resource = kind.key();
+        let resource_version = state.resource_version;
         ListPage::fill(
-            state.resource_version,
+            resource_version,
             objects.range(range),
             limit,
             count_remaining,
             select,
-            |last| objects.range((Bound::Excluded(last.clone()), end)).count(),
+            |last, taken| {
+                self.count_remaining(
+                    &resource,
+                    namespace,
+                    resource_version,
+                    after,
+                    last,
+                    taken,
+                    || objects.range((Bound::Excluded(last.clone()), end)).count(),
+                )
+            },
         )
+    }
+
+    /// How many objects follow the page that ends at `last`, having handed out `taken` after
+    /// `after`: the count of the page that ended at `after`, less `taken`, where that page was
+    /// counted; otherwise `count()`. Either way it is kept for the page after this one.
+    #[allow(clippy::too_many_arguments)]
+    fn count_remaining(
+        &self,
+        resource: &ResourceKey,
+        namespace: Option<&str>,
+        resource_version: u64,
+        after: Option<(&str, &str)>,
+        last: &(String, String),
+        taken: usize,
+        count: impl FnOnce() -> usize,
+    ) -> usize {
+        let before = after.and_then(|after| {
+            self.remaining_counts
+                .after(resource, namespace, resource_version, after)
+        });
+        let remaining = match before {
+            Some(before) => before.saturating_sub(taken),
+            None => count(),
+        };
+        self.remaining_counts
+            .record(resource, namespace, resource_version, last, remaining);
+        remaining
     }
 
     /// Replaces the object `name` with `object` (PUT). With `status_only`, only its `status`
@@ -1018,14 +1062,14 @@ pub struct ListPage {
 impl ListPage {
     /// Up to `limit` (0: no limit) of `objects` that `select` accepts. When more follow, the
     /// page records it and, with `count_remaining`, asks `remaining_after` how many objects
-    /// follow its last key.
+    /// follow its last key, given how many objects it took.
     fn fill<'a>(
         resource_version: u64,
         objects: impl Iterator<Item = (&'a (String, String), &'a Arc<StoredObject>)>,
         limit: usize,
         count_remaining: bool,
         mut select: impl FnMut(&Value) -> bool,
-        remaining_after: impl FnOnce(&(String, String)) -> usize,
+        remaining_after: impl FnOnce(&(String, String), usize) -> usize,
     ) -> Self {
         let mut page = ListPage {
             items: Vec::new(),
@@ -1046,7 +1090,7 @@ impl ListPage {
             last = Some(key);
         }
         if let (true, true, Some(last)) = (page.more, count_remaining, last) {
-            page.remaining = remaining_after(last);
+            page.remaining = remaining_after(last, page.items.len());
         }
         page
     }
