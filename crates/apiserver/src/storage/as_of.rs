@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::storage::StoredObject;
 
-use super::{EventType, ListPage, Store, StoreError, page_range};
+use super::{EventType, ListPage, Snapshot, Store, StoreError, page_range};
 use crate::resource::ResourceKind;
 
 /// The objects, by namespace and name, whose state at the requested resourceVersion differs
@@ -130,15 +130,12 @@ impl Store {
                     }
                 })
             };
-            self.count_remaining(
-                &resource,
+            let list = Snapshot {
+                resource: &resource,
                 namespace,
                 resource_version,
-                after,
-                last,
-                taken,
-                count,
-            )
+            };
+            self.count_remaining(list, after, last, taken, count)
         };
         Ok(ListPage::fill(
             resource_version,
@@ -324,9 +321,14 @@ mod tests {
             let last = names_and_values(&page).last().unwrap().0.clone();
             // The next page starts from this count rather than counting again.
             assert_eq!(
-                store
-                    .remaining_counts
-                    .after(&kind.key(), None, at, ("default", &last)),
+                store.remaining_counts.after(
+                    Snapshot {
+                        resource: &kind.key(),
+                        namespace: None,
+                        resource_version: at,
+                    },
+                    ("default", &last)
+                ),
                 Some(100 - listed)
             );
             // A page asked for again counts the same.

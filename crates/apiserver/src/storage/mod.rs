@@ -42,7 +42,7 @@ use self::data_dir::DataDir;
 use self::meta::{
     has_finalizers, mark_deleted, metadata_mut, name_causes, now_timestamp, random_suffix, spec_of,
 };
-use self::remaining_counts::RemainingCounts;
+use self::remaining_counts::{RemainingCounts, Snapshot};
 use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 
 /// How much a store remembers.
@@ -459,51 +459,43 @@ impl Store {
         };
         let end = range.1.clone();
         let resource = kind.key();
-        let resource_version = state.resource_version;
+        let list = Snapshot {
+            resource: &resource,
+            namespace,
+            resource_version: state.resource_version,
+        };
         ListPage::fill(
-            resource_version,
+            state.resource_version,
             objects.range(range),
             limit,
             count_remaining,
             select,
             |last, taken| {
-                self.count_remaining(
-                    &resource,
-                    namespace,
-                    resource_version,
-                    after,
-                    last,
-                    taken,
-                    || objects.range((Bound::Excluded(last.clone()), end)).count(),
-                )
+                self.count_remaining(list, after, last, taken, || {
+                    objects.range((Bound::Excluded(last.clone()), end)).count()
+                })
             },
         )
     }
 
-    /// How many objects follow the page that ends at `last`, having handed out `taken` after
-    /// `after`: the count of the page that ended at `after`, less `taken`, where that page was
-    /// counted; otherwise `count()`. Either way it is kept for the page after this one.
-    #[allow(clippy::too_many_arguments)]
+    /// How many objects of `list` follow the page that ends at `last`, having handed out
+    /// `taken` after `after`: the count of the page that ended at `after`, less `taken`, where
+    /// that page was counted; otherwise `count()`. Either way it is kept for the page after
+    /// this one.
     fn count_remaining(
         &self,
-        resource: &ResourceKey,
-        namespace: Option<&str>,
-        resource_version: u64,
+        list: Snapshot<'_>,
         after: Option<(&str, &str)>,
         last: &(String, String),
         taken: usize,
         count: impl FnOnce() -> usize,
     ) -> usize {
-        let before = after.and_then(|after| {
-            self.remaining_counts
-                .after(resource, namespace, resource_version, after)
-        });
+        let before = after.and_then(|after| self.remaining_counts.after(list, after));
         let remaining = match before {
             Some(before) => before.saturating_sub(taken),
             None => count(),
         };
-        self.remaining_counts
-            .record(resource, namespace, resource_version, last, remaining);
+        self.remaining_counts.record(list, last, remaining);
         remaining
     }
 

@@ -16,6 +16,15 @@ use crate::resource::ResourceKey;
 /// How many page ends are kept: one for each list that may be going on at once.
 const KEPT: usize = 32;
 
+/// One list's snapshot: its kind, its scope and the resourceVersion it is read as of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Snapshot<'a> {
+    pub(super) resource: &'a ResourceKey,
+    /// The namespace listed; `None` for every namespace.
+    pub(super) namespace: Option<&'a str>,
+    pub(super) resource_version: u64,
+}
+
 /// Where one page of a list ended, and how many objects followed it.
 #[derive(Debug)]
 struct PageEnd {
@@ -27,6 +36,14 @@ struct PageEnd {
     remaining: usize,
 }
 
+impl PageEnd {
+    fn of(&self, list: Snapshot<'_>) -> bool {
+        self.resource_version == list.resource_version
+            && self.namespace.as_deref() == list.namespace
+            && self.resource == *list.resource
+    }
+}
+
 /// The ends of the most recent unselective list pages, newest first.
 #[derive(Debug, Default)]
 pub(super) struct RemainingCounts {
@@ -34,52 +51,29 @@ pub(super) struct RemainingCounts {
 }
 
 impl RemainingCounts {
-    /// How many objects of `resource` in `namespace` (every namespace when `None`) followed
-    /// the key `after` as of `resource_version`, if a page that ended there was counted.
-    pub(super) fn after(
-        &self,
-        resource: &ResourceKey,
-        namespace: Option<&str>,
-        resource_version: u64,
-        after: (&str, &str),
-    ) -> Option<usize> {
+    /// How many objects of `list` followed the key `after`, if a page that ended there was
+    /// counted.
+    pub(super) fn after(&self, list: Snapshot<'_>, after: (&str, &str)) -> Option<usize> {
         self.recent
             .lock()
             .iter()
-            .find(|end| {
-                end.resource_version == resource_version
-                    && end.last.0 == after.0
-                    && end.last.1 == after.1
-                    && end.namespace.as_deref() == namespace
-                    && end.resource == *resource
-            })
+            .find(|end| end.of(list) && end.last.0 == after.0 && end.last.1 == after.1)
             .map(|end| end.remaining)
     }
 
-    /// Records that `remaining` objects followed the key `last` as of `resource_version`.
-    pub(super) fn record(
-        &self,
-        resource: &ResourceKey,
-        namespace: Option<&str>,
-        resource_version: u64,
-        last: &(String, String),
-        remaining: usize,
-    ) {
+    /// Records that `remaining` objects of `list` followed the key `last`.
+    pub(super) fn record(&self, list: Snapshot<'_>, last: &(String, String), remaining: usize) {
         let mut recent = self.recent.lock();
         // The page before this one in the same list is not asked for again (unless a client
         // repeats a continue token, which then counts once more).
-        recent.retain(|end| {
-            !(end.resource_version == resource_version
-                && end.namespace.as_deref() == namespace
-                && end.resource == *resource)
-        });
+        recent.retain(|end| !end.of(list));
         if recent.len() == KEPT {
             recent.pop_back();
         }
         recent.push_front(PageEnd {
-            resource: resource.clone(),
-            namespace: namespace.map(str::to_string),
-            resource_version,
+            resource: list.resource.clone(),
+            namespace: list.namespace.map(str::to_string),
+            resource_version: list.resource_version,
             last: last.clone(),
             remaining,
         });
@@ -102,22 +96,36 @@ mod tests {
         ("default".to_string(), name.to_string())
     }
 
+    fn all(resource: &ResourceKey, resource_version: u64) -> Snapshot<'_> {
+        Snapshot {
+            resource,
+            namespace: None,
+            resource_version,
+        }
+    }
+
     #[test]
     fn a_count_is_found_only_for_the_same_list_and_key() {
         let counts = RemainingCounts::default();
         let resource = configmaps();
-        counts.record(&resource, None, 7, &key("b"), 40);
-        assert_eq!(counts.after(&resource, None, 7, ("default", "b")), Some(40));
-        assert_eq!(counts.after(&resource, None, 7, ("default", "a")), None);
-        assert_eq!(counts.after(&resource, None, 8, ("default", "b")), None);
+        counts.record(all(&resource, 7), &key("b"), 40);
+        assert_eq!(counts.after(all(&resource, 7), ("default", "b")), Some(40));
+        assert_eq!(counts.after(all(&resource, 7), ("default", "a")), None);
+        assert_eq!(counts.after(all(&resource, 8), ("default", "b")), None);
         assert_eq!(
-            counts.after(&resource, Some("default"), 7, ("default", "b")),
+            counts.after(
+                Snapshot {
+                    namespace: Some("default"),
+                    ..all(&resource, 7)
+                },
+                ("default", "b")
+            ),
             None
         );
         // The list's next page replaces its end.
-        counts.record(&resource, None, 7, &key("c"), 30);
-        assert_eq!(counts.after(&resource, None, 7, ("default", "b")), None);
-        assert_eq!(counts.after(&resource, None, 7, ("default", "c")), Some(30));
+        counts.record(all(&resource, 7), &key("c"), 30);
+        assert_eq!(counts.after(all(&resource, 7), ("default", "b")), None);
+        assert_eq!(counts.after(all(&resource, 7), ("default", "c")), Some(30));
     }
 
     #[test]
@@ -125,12 +133,12 @@ mod tests {
         let counts = RemainingCounts::default();
         let resource = configmaps();
         for version in 0..KEPT as u64 + 1 {
-            counts.record(&resource, None, version, &key("a"), 1);
+            counts.record(all(&resource, version), &key("a"), 1);
         }
-        assert_eq!(counts.after(&resource, None, 0, ("default", "a")), None);
-        assert_eq!(counts.after(&resource, None, 1, ("default", "a")), Some(1));
+        assert_eq!(counts.after(all(&resource, 0), ("default", "a")), None);
+        assert_eq!(counts.after(all(&resource, 1), ("default", "a")), Some(1));
         assert_eq!(
-            counts.after(&resource, None, KEPT as u64, ("default", "a")),
+            counts.after(all(&resource, KEPT as u64), ("default", "a")),
             Some(1)
         );
     }
