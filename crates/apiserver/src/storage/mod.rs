@@ -451,14 +451,14 @@ impl Store {
     ) -> ListPage {
         let state = self.state.lock();
         let namespace = namespace.filter(|_| kind.namespaced);
+        let resource = kind.key();
         let (Some(objects), Some(range)) =
-            (state.objects.get(&kind.key()), page_range(after, namespace))
+            (state.objects.get(&resource), page_range(after, namespace))
         else {
             let none = std::iter::empty();
             return ListPage::fill(state.resource_version, none, 0, false, select, |_, _| 0);
         };
         let end = range.1.clone();
-        let resource = kind.key();
         let list = Snapshot {
             resource: &resource,
             namespace,
