@@ -12,8 +12,12 @@
 //! `-- --ctrlkit-only` to leave out the yardstick, for profiling, and a scenario's name or part
 //! of it to run only those scenarios).
 //! Keys are `Arc<str>`s like `"default/object-000042"`: like a Go string (what client-go queues),
-//! copying one copies a pointer. (a) and (a') are also run with `String` keys, whose every copy
-//! allocates, and `u64`s. Each figure is the median of several rounds.
+//! copying one copies a pointer. Unlike a Go string's, an `Arc`'s copy and drop also write its
+//! count, on the line that holds the key's text, which every producer and worker shares. (a) and
+//! (a') are also run with `String` keys, whose every copy allocates, and `u64`s; (b) also with
+//! `add_cloned(&key)`, which clones only a key the queue does not hold, and with `&'static str`
+//! keys, whose copy writes nothing, as a Go string's. Each figure is the median of several
+//! rounds.
 //!
 //! Beside ctrlkit's figure, (a), (a') and (b) print that of client-go's queue design written in
 //! Rust (`support/client_go_design.rs`), measured round by round in turn with ctrlkit's: this
@@ -96,8 +100,21 @@ fn interleaved<T: Clone + Eq + Hash + Send + 'static>(keys: &[T]) -> f64 {
     })
 }
 
+/// How (b)'s producers hand a key they keep to the queue.
+#[derive(Clone, Copy)]
+enum Adding {
+    /// `add(key.clone())`, client-go's way.
+    Clones,
+    /// `add_cloned(&key)`: cloned only if the queue does not hold the key yet.
+    AddCloned,
+}
+
 /// (b): 4 producers × 4 consumers on a two-thread runtime; adds per second.
-fn producers_consumers(keys: &[Key], rounds: usize) -> f64 {
+fn producers_consumers<T: Clone + Eq + Hash + Send + Sync + 'static>(
+    keys: &[T],
+    rounds: usize,
+    adding: Adding,
+) -> f64 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
@@ -105,7 +122,7 @@ fn producers_consumers(keys: &[Key], rounds: usize) -> f64 {
         .unwrap();
     let keys = std::sync::Arc::new(keys.to_vec());
     runtime.block_on(async move {
-        let queue: Queue<Key> = Queue::new();
+        let queue: Queue<T> = Queue::new();
         let start = Instant::now();
         let producers: Vec<_> = (0..4)
             .map(|_| {
@@ -113,8 +130,9 @@ fn producers_consumers(keys: &[Key], rounds: usize) -> f64 {
                 let keys = std::sync::Arc::clone(&keys);
                 tokio::spawn(async move {
                     for _ in 0..rounds {
-                        for key in keys.iter() {
-                            queue.add(key.clone());
+                        match adding {
+                            Adding::Clones => keys.iter().for_each(|key| queue.add(key.clone())),
+                            Adding::AddCloned => keys.iter().for_each(|key| queue.add_cloned(key)),
                         }
                         tokio::task::yield_now().await;
                     }
@@ -202,7 +220,10 @@ fn client_go_interleaved<T: Clone + Eq + Hash>(keys: &[T]) -> f64 {
 }
 
 /// (b) on the client-go design: 4 producer and 4 consumer threads.
-fn client_go_producers_consumers(keys: &[Key], rounds: usize) -> f64 {
+fn client_go_producers_consumers<T: Clone + Eq + Hash + Send + Sync>(
+    keys: &[T],
+    rounds: usize,
+) -> f64 {
     let queue = ClientGoQueue::new();
     let start = Instant::now();
     let processed = std::thread::scope(|scope| {
@@ -281,6 +302,12 @@ fn main() {
             .as_slice()
     };
     let b_keys = keys(B_KEYS);
+    // Keys whose copy writes nothing, as a Go string's does (an `Arc`'s clone and drop write
+    // its count, on a line every holder shares): leaked once, for the bench's lifetime.
+    let b_static: Vec<&'static str> = string_keys(B_KEYS)
+        .into_iter()
+        .map(|key| &*key.leak())
+        .collect();
     let c_keys = keys(C_KEYS);
 
     // Optional filter: only the scenarios whose name contains this text.
@@ -328,13 +355,33 @@ fn main() {
         ),
         (
             "(b1) 4x4, 100k keys, each producer adds each once (adds/s)",
-            Box::new(|| producers_consumers(&b_keys, 1)),
+            Box::new(|| producers_consumers(&b_keys, 1, Adding::Clones)),
             Some(Box::new(|| client_go_producers_consumers(&b_keys, 1))),
         ),
         (
+            "(b1) the same, add_cloned(&key)",
+            Box::new(|| producers_consumers(&b_keys, 1, Adding::AddCloned)),
+            Some(Box::new(|| client_go_producers_consumers(&b_keys, 1))),
+        ),
+        (
+            "(b1) the same, &'static str keys",
+            Box::new(|| producers_consumers(&b_static, 1, Adding::Clones)),
+            Some(Box::new(|| client_go_producers_consumers(&b_static, 1))),
+        ),
+        (
             "(b10) 4x4, 100k keys, each producer adds each 10x (adds/s)",
-            Box::new(|| producers_consumers(&b_keys, 10)),
+            Box::new(|| producers_consumers(&b_keys, 10, Adding::Clones)),
             Some(Box::new(|| client_go_producers_consumers(&b_keys, 10))),
+        ),
+        (
+            "(b10) the same, add_cloned(&key)",
+            Box::new(|| producers_consumers(&b_keys, 10, Adding::AddCloned)),
+            Some(Box::new(|| client_go_producers_consumers(&b_keys, 10))),
+        ),
+        (
+            "(b10) the same, &'static str keys",
+            Box::new(|| producers_consumers(&b_static, 10, Adding::Clones)),
+            Some(Box::new(|| client_go_producers_consumers(&b_static, 10))),
         ),
         (
             "(c)  100k keys add_rate_limited exp(5ms,1000s), get/forget/done",

@@ -45,6 +45,42 @@ impl Ticket {
     };
 }
 
+/// An item on its way into the queue: one the caller hands over (`T`), or one the caller keeps
+/// ([`Borrowed`]), cloned only if the queue does not hold it yet.
+pub(crate) trait Incoming<T> {
+    /// The item, to hash and look up.
+    fn get(&self) -> &T;
+    /// The item for a new slot.
+    fn into_owned(self) -> T;
+}
+
+impl<T> Incoming<T> for T {
+    #[inline]
+    fn get(&self) -> &T {
+        self
+    }
+
+    #[inline]
+    fn into_owned(self) -> T {
+        self
+    }
+}
+
+/// An item the caller keeps; see [`Incoming`].
+pub(crate) struct Borrowed<'a, T>(pub(crate) &'a T);
+
+impl<T: Clone> Incoming<T> for Borrowed<'_, T> {
+    #[inline]
+    fn get(&self) -> &T {
+        self.0
+    }
+
+    #[inline]
+    fn into_owned(self) -> T {
+        self.0.clone()
+    }
+}
+
 /// Where one item stands.
 struct Slot<T, R> {
     /// The item; `None` while the slot is free.
@@ -73,6 +109,8 @@ struct State<T, B: Backlog> {
     free: Vec<u32>,
     /// How many slots hold an item.
     live: usize,
+    /// The most slots that held an item at once since the queue last had none.
+    peak_live: usize,
     index: SlotIndex,
     backlog: B,
     /// Ready times of delayed items; an entry is valid only while its slot still waits for
@@ -139,6 +177,7 @@ where
                 slots: Vec::new(),
                 free: Vec::new(),
                 live: 0,
+                peak_live: 0,
                 index: SlotIndex::default(),
                 backlog,
                 timers: Timers::default(),
@@ -173,10 +212,15 @@ where
 
     /// The slot of `item` (whose hash is `short`), made (with nothing set) if the queue does not
     /// know it.
-    fn find_or_insert(state: &mut State<T, B>, item: T, short: u32) -> u32 {
-        if let Some(slot) = Self::find(state, &item, short) {
+    fn find_or_insert(state: &mut State<T, B>, item: impl Incoming<T>, short: u32) -> u32 {
+        if let Some(slot) = Self::find(state, item.get(), short) {
             return slot;
         }
+        Self::insert(state, item.into_owned(), short)
+    }
+
+    /// Files `item` (unknown to the queue) in a slot, with nothing set.
+    fn insert(state: &mut State<T, B>, item: T, short: u32) -> u32 {
         let slot = match state.free.pop() {
             Some(slot) => {
                 let entry = &mut state.slots[slot as usize];
@@ -203,6 +247,7 @@ where
             }
         };
         state.live += 1;
+        state.peak_live = state.peak_live.max(state.live);
         state.index.insert(short, slot);
         slot
     }
@@ -223,9 +268,18 @@ where
         entry.pending_rank = B::Rank::default();
         state.free.push(slot);
         state.live -= 1;
-        if state.live == 0 && state.slots.len() > 4096 {
-            // A burst has drained and nothing is known any more (every table entry and timer is
-            // stale): give the memory back.
+        if state.live == 0 {
+            Self::drained(state);
+        }
+    }
+
+    /// The queue holds no item any more: every table entry and timer is stale. Gives the memory
+    /// back if the burst that just drained used under a quarter of it, so a queue whose bursts
+    /// repeat at one size (a resync every few minutes) keeps its tables, and one that held a
+    /// large burst once gives them back at the next smaller one.
+    fn drained(state: &mut State<T, B>) {
+        let peak = std::mem::take(&mut state.peak_live);
+        if state.slots.len() > 4096 && peak < state.slots.len() / 4 {
             state.slots = Vec::new();
             state.free = Vec::new();
             state.index = SlotIndex::default();
@@ -263,8 +317,8 @@ where
 
     /// Marks `item` as needing processing (dropped once the queue is shut down). With
     /// `cancel_wait`, a delayed add of it waiting for its time is cancelled, its rank merged.
-    pub(crate) fn add(&self, item: T, rank: B::Rank, cancel_wait: bool) {
-        let short = self.hash(&item);
+    pub(crate) fn add(&self, item: impl Incoming<T>, rank: B::Rank, cancel_wait: bool) {
+        let short = self.hash(item.get());
         let wake = {
             let mut state = lock(&self.state);
             if state.shutting_down {
@@ -384,6 +438,12 @@ where
     /// How many items wait for a delay to pass.
     pub(crate) fn waiting_len(&self) -> usize {
         lock(&self.state).waiting
+    }
+
+    /// How many slots the queue's slab has, free or not.
+    #[cfg(test)]
+    pub(crate) fn slot_count(&self) -> usize {
+        lock(&self.state).slots.len()
     }
 
     pub(crate) fn shutting_down(&self) -> bool {

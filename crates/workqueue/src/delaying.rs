@@ -176,6 +176,12 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
         self.inner.core.add(item, (), false);
     }
 
+    /// Like [`add`](DelayingQueue::add), for an item the caller keeps: it is cloned only when the queue does not
+    /// hold it yet (see [`Queue::add_cloned`](crate::Queue::add_cloned)).
+    pub fn add_cloned(&self, item: &T) {
+        self.inner.core.add(crate::core::Borrowed(item), (), false);
+    }
+
     /// Adds `item` after `delay` (at once for a zero delay). For an item already waiting for its
     /// ready time, the earlier time wins. Delays over [`MAX_DELAY`] are shortened to it.
     pub fn add_after(&self, item: T, delay: Duration) {

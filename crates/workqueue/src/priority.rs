@@ -136,6 +136,12 @@ impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
         self.add_with_opts(item, AddOpts::default());
     }
 
+    /// Like [`add`](PriorityQueue::add), for an item the caller keeps: it is cloned only when
+    /// the queue does not hold it yet (see [`Queue::add_cloned`](crate::Queue::add_cloned)).
+    pub fn add_cloned(&self, item: &T) {
+        self.inner.core.add(crate::core::Borrowed(item), 0, true);
+    }
+
     /// Adds `item` with a priority, a delay and/or a rate-limited delay.
     pub fn add_with_opts(&self, item: T, opts: AddOpts) {
         let mut delay = opts.after;

@@ -72,6 +72,29 @@ impl<T: Clone + Eq + Hash + Send + 'static> Queue<T> {
         self.core.add(item, (), false);
     }
 
+    /// Like [`add`](Queue::add), for an item the caller keeps: it is cloned only when the queue
+    /// does not hold it yet.
+    ///
+    /// A producer that re-adds keys it holds (a resync, a periodic sweep) mostly adds duplicates;
+    /// with `add(key.clone())` each of them costs a clone and a drop (an allocation and a free
+    /// for a `String`; two atomic writes, shared with every other holder, for an `Arc<str>`),
+    /// and with `add_cloned(&key)` nothing.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use ctrlkit_workqueue::Queue;
+    ///
+    /// let key: Arc<str> = Arc::from("default/a");
+    /// let queue = Queue::new();
+    /// queue.add_cloned(&key); // the queue now holds a clone
+    /// queue.add_cloned(&key); // deduplicated: not cloned
+    /// assert_eq!(queue.len(), 1);
+    /// assert_eq!(Arc::strong_count(&key), 2);
+    /// ```
+    pub fn add_cloned(&self, item: &T) {
+        self.core.add(crate::core::Borrowed(item), (), false);
+    }
+
     /// How many items are waiting to be handed out (an item re-added while it is being processed
     /// is not counted until it is done).
     pub fn len(&self) -> usize {
@@ -187,4 +210,107 @@ where
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::{Hash, Hasher};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::Queue;
+
+    /// An item that counts how often it is cloned.
+    #[derive(Debug)]
+    struct Counted {
+        key: u32,
+        clones: Arc<AtomicUsize>,
+    }
+
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            self.clones.fetch_add(1, Ordering::Relaxed);
+            Self {
+                key: self.key,
+                clones: Arc::clone(&self.clones),
+            }
+        }
+    }
+
+    impl PartialEq for Counted {
+        fn eq(&self, other: &Self) -> bool {
+            self.key == other.key
+        }
+    }
+
+    impl Eq for Counted {}
+
+    impl Hash for Counted {
+        fn hash<H: Hasher>(&self, state: &mut H) {
+            self.key.hash(state);
+        }
+    }
+
+    #[tokio::test]
+    async fn add_cloned_clones_only_an_item_the_queue_does_not_hold() {
+        let clones = Arc::new(AtomicUsize::new(0));
+        let count = || clones.load(Ordering::Relaxed);
+        let a = Counted {
+            key: 1,
+            clones: Arc::clone(&clones),
+        };
+        let queue = Queue::new();
+
+        queue.add_cloned(&a);
+        assert_eq!(count(), 1, "a new item is cloned into the queue");
+        queue.add_cloned(&a);
+        assert_eq!(count(), 1, "a waiting duplicate is not cloned");
+        assert_eq!(queue.len(), 1);
+
+        let item = queue.get().await.expect("queued");
+        assert_eq!(count(), 2, "get hands out a clone");
+        queue.add_cloned(&a);
+        assert_eq!(count(), 2, "an item being processed is not cloned again");
+        assert_eq!(queue.len(), 0, "not handed out while it is processed");
+        drop(item);
+        assert_eq!(queue.len(), 1, "handed out again after done");
+
+        let item = queue.get().await.expect("re-queued");
+        assert_eq!(item.key, 1);
+        drop(item);
+        queue.shut_down();
+        let before = count();
+        queue.add_cloned(&a);
+        assert_eq!(count(), before, "adds after shutdown are dropped uncloned");
+        assert!(queue.get().await.is_none());
+    }
+
+    /// Adds `keys`, then takes and finishes every item.
+    async fn burst(queue: &Queue<u32>, keys: std::ops::Range<u32>) {
+        for key in keys {
+            queue.add(key);
+        }
+        while !queue.is_empty() {
+            drop(queue.get().await);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_drained_queue_keeps_its_tables_for_a_burst_of_the_same_size() {
+        let queue = Queue::new();
+        burst(&queue, 0..10_000).await;
+        assert_eq!(
+            queue.core.slot_count(),
+            10_000,
+            "kept after the first burst"
+        );
+        burst(&queue, 10_000..20_000).await;
+        assert_eq!(queue.core.slot_count(), 10_000, "reused, not grown");
+        burst(&queue, 0..2_600).await;
+        assert_eq!(queue.core.slot_count(), 10_000, "a quarter or more: kept");
+        burst(&queue, 0..2_400).await;
+        assert_eq!(queue.core.slot_count(), 0, "under a quarter: given back");
+        burst(&queue, 0..3).await;
+        assert_eq!(queue.core.slot_count(), 3, "small tables are kept");
+    }
 }

@@ -13,6 +13,7 @@ use proptest::prelude::*;
 #[derive(Debug, Clone)]
 enum Op {
     Add(u8),
+    AddCloned(u8),
     AddWithPriority(u8, i8),
     Get,
     Done(usize),
@@ -22,6 +23,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u8..8).prop_map(Op::Add),
+        2 => (0u8..8).prop_map(Op::AddCloned),
         2 => (0u8..8, -2i8..3).prop_map(|(item, priority)| Op::AddWithPriority(item, priority)),
         4 => Just(Op::Get),
         3 => (0usize..8).prop_map(Op::Done),
@@ -119,6 +121,10 @@ fn check_queue(ops: Vec<Op>) {
                 queue.add(item);
                 model.add(item, 0);
             }
+            Op::AddCloned(item) => {
+                queue.add_cloned(&item);
+                model.add(item, 0);
+            }
             Op::Get => {
                 let got = poll_once(queue.get()).map(|item| {
                     item.map(|item| {
@@ -159,6 +165,10 @@ fn check_priority_queue(ops: Vec<Op>) {
         match op {
             Op::Add(item) => {
                 queue.add(item);
+                model.add(item, 0);
+            }
+            Op::AddCloned(item) => {
+                queue.add_cloned(&item);
                 model.add(item, 0);
             }
             Op::AddWithPriority(item, priority) => {
