@@ -35,6 +35,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::body_maps::BodyMaps;
 use crate::decode;
 use crate::decode_pool::{self, DecodeHandle};
 use crate::decoding_page::DecodingPage;
@@ -92,13 +93,17 @@ pub(crate) async fn list<T>(
 where
     T: DeserializeOwned + Clone + Send + 'static,
 {
-    let body = fetch(client, request).await?;
+    let body = fetch(client, request, None).await?;
     let split = decode::split_list(&body)?;
     Ok(DecodingPage::start(body, split).finish().await?)
 }
 
-async fn fetch(client: &Client, request: http::Request<Vec<u8>>) -> Result<Bytes, kube::Error> {
-    response_body::read_whole(send(client, request).await?).await
+async fn fetch(
+    client: &Client,
+    request: http::Request<Vec<u8>>,
+    maps: Option<&BodyMaps>,
+) -> Result<Bytes, kube::Error> {
+    response_body::read_whole(send(client, request).await?, maps).await
 }
 
 /// How a list request is made from its parameters (`Request::list`, `Request::list_metadata`).
@@ -149,7 +154,9 @@ async fn read_pages<T>(
 ) where
     T: DeserializeOwned + Clone + Send + 'static,
 {
-    let mut fetching = Some((start_fetch(&source, &params), params));
+    // The list's pages take turns in a few mappings, unmapped once the list is read and decoded.
+    let maps = BodyMaps::new();
+    let mut fetching = Some((start_fetch(&source, &params, &maps), params));
     while let Some((fetch, params)) = fetching.take() {
         let page = match fetch.await {
             Ok(Ok(body)) => decode::split_list(&body)
@@ -173,7 +180,7 @@ async fn read_pages<T>(
             return;
         };
         fetching = next_page(params, split.metadata.continue_.as_deref())
-            .map(|params| (start_fetch(&source, &params), params));
+            .map(|params| (start_fetch(&source, &params, &maps), params));
         room.send(Ok(DecodingPage::start(body, split)));
     }
 }
@@ -207,13 +214,14 @@ impl Drop for Fetch {
 }
 
 /// Starts fetching the page `params` asks for.
-fn start_fetch(source: &Arc<ListSource>, params: &ListParams) -> Fetch {
+fn start_fetch(source: &Arc<ListSource>, params: &ListParams, maps: &BodyMaps) -> Fetch {
     let source = Arc::clone(source);
     let params = params.clone();
+    let maps = maps.clone();
     Fetch(tokio::spawn(async move {
         let (client, request, build) = &*source;
         let request = build(request, &params).map_err(kube::Error::BuildRequest)?;
-        fetch(client, request).await
+        fetch(client, request, Some(&maps)).await
     }))
 }
 

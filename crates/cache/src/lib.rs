@@ -7,6 +7,7 @@
 //! read the indexer.
 
 mod backoff;
+mod body_maps;
 mod boxed_list_watch;
 mod decode;
 mod decode_pool;

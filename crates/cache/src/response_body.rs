@@ -6,8 +6,9 @@
 //! for good: several megabytes a process keeps although it holds nothing there. A body whose
 //! length the response states is therefore read into an anonymous mapping of its own (on
 //! Linux), which is unmapped as soon as the last part of the body is dropped, and each frame is
-//! freed as soon as it is copied. A body of unknown length, or one the system gives no mapping
-//! for, is gathered on the heap.
+//! freed as soon as it is copied. The pages of one list take turns in a few mappings instead
+//! ([`BodyMaps`]), which go back to the system once the list is read. A body of unknown
+//! length, or one the system gives no mapping for, is gathered on the heap.
 
 use bytes::Bytes;
 #[cfg(target_os = "linux")]
@@ -16,6 +17,8 @@ use bytes::BytesMut;
 use http_body::Body as _;
 use http_body_util::BodyExt;
 use kube::client::Body;
+
+use crate::body_maps::BodyMaps;
 
 /// Bodies shorter than this are read onto the heap: a mapping costs a system call and page
 /// faults that a small body does not repay.
@@ -45,15 +48,25 @@ fn map_for(len: usize) -> std::io::Result<memmap2::MmapMut> {
     options.map_anon()
 }
 
-/// Reads `body` to its end.
-pub(crate) async fn read_whole(mut body: Body) -> Result<Bytes, kube::Error> {
+/// Reads `body` to its end; a mapped body goes into a spare mapping of `maps` when one fits,
+/// and its mapping goes back there once the body is dropped.
+pub(crate) async fn read_whole(
+    mut body: Body,
+    maps: Option<&BodyMaps>,
+) -> Result<Bytes, kube::Error> {
+    #[cfg(not(target_os = "linux"))]
+    let _ = maps;
     #[cfg(target_os = "linux")]
     if let Some(len) = body
         .size_hint()
         .exact()
         .and_then(|len| usize::try_from(len).ok())
         && (MAPPED_FROM..=MAPPED_UP_TO).contains(&len)
-        && let Ok(mut map) = map_for(len)
+        && let Some(mut map) = maps
+            .and_then(|maps| maps.take(len))
+            // A mapping that a list's later pages will take turns in gets room for a page a
+            // little longer than this one.
+            .or_else(|| map_for(if maps.is_some() { len + len / 8 } else { len }).ok())
     {
         let mut filled = 0;
         while let Some(frame) = body.frame().await {
@@ -74,7 +87,10 @@ pub(crate) async fn read_whole(mut body: Body) -> Result<Bytes, kube::Error> {
         if filled < len {
             return Ok(Bytes::copy_from_slice(&map[..filled]));
         }
-        return Ok(Bytes::from_owner(map));
+        return Ok(match maps {
+            Some(maps) => maps.lend(map, filled),
+            None => Bytes::from_owner(map),
+        });
     }
     Ok(body.collect().await?.to_bytes())
 }
@@ -94,7 +110,7 @@ mod tests {
             (32 << 20) + 1,
         ] {
             let sent: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-            let read = read_whole(Body::from(sent.clone())).await.unwrap();
+            let read = read_whole(Body::from(sent.clone()), None).await.unwrap();
             assert_eq!(read.len(), len);
             assert!(read[..] == sent[..], "{len} bytes");
             // The parts of a mapped body outlive the whole, as a list page's items do.
@@ -102,5 +118,34 @@ mod tests {
             drop(read);
             assert!(tail[..] == sent[len / 2..], "{len} bytes");
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_list_s_next_body_is_read_into_the_mapping_of_one_it_has_dropped() {
+        let maps = BodyMaps::new();
+        let first: Vec<u8> = (0..1_000_000).map(|i| (i % 251) as u8).collect();
+        let read = read_whole(Body::from(first.clone()), Some(&maps))
+            .await
+            .unwrap();
+        assert!(read[..] == first[..]);
+        let address = read.as_ptr();
+        drop(read);
+
+        // A little shorter: the same mapping, and none of the first body's tail shows.
+        let second: Vec<u8> = (0..900_000).map(|i| (i % 241) as u8).collect();
+        let read = read_whole(Body::from(second.clone()), Some(&maps))
+            .await
+            .unwrap();
+        assert_eq!(read.as_ptr(), address);
+        assert_eq!(read.len(), second.len());
+        assert!(read[..] == second[..]);
+
+        // Held while the next is read: that one gets a mapping of its own.
+        let third = read_whole(Body::from(second.clone()), Some(&maps))
+            .await
+            .unwrap();
+        assert_ne!(third.as_ptr(), address);
+        assert!(third[..] == second[..]);
     }
 }
