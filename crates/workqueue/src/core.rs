@@ -92,6 +92,9 @@ struct Slot<T, R> {
     dirty: bool,
     /// Handed out by `get`, not done yet.
     processing: bool,
+    /// Listed in `State::free`. A free slot can be taken back by its own item without leaving
+    /// the list (see `Core::find_or_insert`); popped while taken, it is skipped.
+    listed_free: bool,
     /// The merged rank of adds made while processing, used when it re-enters the backlog.
     pending_rank: R,
     /// The ready time of a delayed add, and its rank.
@@ -106,6 +109,7 @@ impl<T, R> Slot<T, R> {
 
 struct State<T, B: Backlog> {
     slots: Vec<Slot<T, B::Rank>>,
+    /// Free slots, and slots taken back since they were freed (skipped when popped).
     free: Vec<u32>,
     /// How many slots hold an item.
     live: usize,
@@ -212,16 +216,58 @@ where
 
     /// The slot of `item` (whose hash is `short`), made (with nothing set) if the queue does not
     /// know it.
+    ///
+    /// A free slot whose table entry was made under the same hash (most often the slot this
+    /// very item had before it was done: a key re-added round after round) is taken back as
+    /// it is, its entry kept, instead of taking another slot and moving the entry.
     fn find_or_insert(state: &mut State<T, B>, item: impl Incoming<T>, short: u32) -> u32 {
-        if let Some(slot) = Self::find(state, item.get(), short) {
+        let slots = &state.slots;
+        let mut vacant = None;
+        let found = state
+            .index
+            .find(short, |slot| match &slots[slot as usize].item {
+                Some(known) => known == item.get(),
+                None => {
+                    vacant.get_or_insert(slot);
+                    false
+                }
+            });
+        if let Some(slot) = found {
             return slot;
         }
-        Self::insert(state, item.into_owned(), short)
+        match vacant {
+            Some(slot) => {
+                // Its entry maps `short` to it already; it stays listed as free until popped.
+                state.slots[slot as usize].item = Some(item.into_owned());
+                Self::count_live(state);
+                slot
+            }
+            None => Self::insert(state, item.into_owned(), short),
+        }
+    }
+
+    /// One more slot holds an item.
+    #[inline]
+    fn count_live(state: &mut State<T, B>) {
+        state.live += 1;
+        state.peak_live = state.peak_live.max(state.live);
+    }
+
+    /// A free slot off the free list, if there is one.
+    fn pop_free(state: &mut State<T, B>) -> Option<u32> {
+        while let Some(slot) = state.free.pop() {
+            let entry = &mut state.slots[slot as usize];
+            entry.listed_free = false;
+            if entry.item.is_none() {
+                return Some(slot);
+            }
+        }
+        None
     }
 
     /// Files `item` (unknown to the queue) in a slot, with nothing set.
     fn insert(state: &mut State<T, B>, item: T, short: u32) -> u32 {
-        let slot = match state.free.pop() {
+        let slot = match Self::pop_free(state) {
             Some(slot) => {
                 let entry = &mut state.slots[slot as usize];
                 // The index still maps the slot's previous item here: drop that entry now.
@@ -240,24 +286,24 @@ where
                     generation: 0,
                     dirty: false,
                     processing: false,
+                    listed_free: false,
                     pending_rank: B::Rank::default(),
                     wait: None,
                 });
                 slot
             }
         };
-        state.live += 1;
-        state.peak_live = state.peak_live.max(state.live);
+        Self::count_live(state);
         state.index.insert(short, slot);
         slot
     }
 
     /// Frees `slot` if nothing refers to it any more.
     ///
-    /// Its table entry stays until the slot is reused (then it is removed, see
-    /// [`find_or_insert`](Self::find_or_insert)): a lookup can never match it, since the slot's
-    /// item is gone, and an item processed once then never seen again costs one table operation
-    /// instead of two.
+    /// Its table entry stays until the slot is reused (then it is removed, or kept when the new
+    /// item has the same hash, see [`find_or_insert`](Self::find_or_insert)): a lookup can never
+    /// match it, since the slot's item is gone, and an item processed once then never seen again
+    /// costs one table operation instead of two.
     fn release_if_unused(state: &mut State<T, B>, slot: u32) {
         let entry = &mut state.slots[slot as usize];
         if !entry.is_unused() {
@@ -266,7 +312,10 @@ where
         entry.item = None;
         entry.generation = entry.generation.wrapping_add(1);
         entry.pending_rank = B::Rank::default();
-        state.free.push(slot);
+        if !entry.listed_free {
+            entry.listed_free = true;
+            state.free.push(slot);
+        }
         state.live -= 1;
         if state.live == 0 {
             Self::drained(state);
@@ -438,6 +487,12 @@ where
     /// How many items wait for a delay to pass.
     pub(crate) fn waiting_len(&self) -> usize {
         lock(&self.state).waiting
+    }
+
+    /// How many slots the free list holds (some may have been taken back since).
+    #[cfg(test)]
+    pub(crate) fn free_list_len(&self) -> usize {
+        lock(&self.state).free.len()
     }
 
     /// How many slots the queue's slab has, free or not.

@@ -313,4 +313,43 @@ mod tests {
         burst(&queue, 0..3).await;
         assert_eq!(queue.core.slot_count(), 3, "small tables are kept");
     }
+
+    #[tokio::test]
+    async fn a_done_item_added_again_takes_its_slot_back() {
+        let queue = Queue::new();
+        for key in ["a", "b"] {
+            queue.add(key);
+        }
+        for _ in 0..2 {
+            drop(queue.get().await);
+        }
+        assert_eq!(queue.core.free_list_len(), 2);
+
+        // "a" takes its own slot back; it stays on the free list until popped.
+        queue.add("a");
+        assert_eq!(queue.core.slot_count(), 2);
+        assert_eq!(queue.core.free_list_len(), 2);
+        // "c" pops the free slot "b" had; "d" pops the one "a" took back, skips it, and
+        // gets a new one.
+        queue.add("c");
+        queue.add("d");
+        assert_eq!(queue.core.slot_count(), 3);
+        assert_eq!(queue.core.free_list_len(), 0);
+        assert_eq!(queue.len(), 3);
+
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let item = queue.get().await.expect("queued");
+            order.push(*item);
+        }
+        assert_eq!(order, ["a", "c", "d"]);
+        // Each freed slot is listed once.
+        assert_eq!(queue.core.free_list_len(), 3);
+        queue.add("a");
+        queue.add("a");
+        assert_eq!(queue.len(), 1, "deduplicated in its taken-back slot");
+        queue.shut_down();
+        assert_eq!(queue.get().await.as_deref(), Some(&"a"));
+        assert!(queue.get().await.is_none());
+    }
 }
