@@ -10,7 +10,11 @@
 //! counting allocator) at its peak during the initial sync and once synced, its resident memory,
 //! its CPU time, and then the rate at which it hands a backlog of updates to its handler, and the
 //! CPU time per update: the parent cuts and holds the child's watch, writes the updates straight
-//! into the server's store, then lets the resumed watch replay them (three bursts, the median). `--quick` runs 10,000 objects only; `--objects N` and
+//! into the server's store, then lets the resumed watch replay them (three bursts, the median).
+//! The time to synced and its CPU time are the medians of three syncs per client: two children
+//! that only sync, taken in turn across the clients, before the full ones (a sync of 10,000
+//! objects takes a tenth of a second, where one hiccup of the shared host moves the figure by
+//! half). `--quick` runs 10,000 objects only; `--objects N` and
 //! `--kind pods|configmaps` pick one size and kind; `--client NAME` (repeatable, a name of the
 //! table's client column) runs only those clients. `--features bench-mimalloc` or
 //! `--features bench-jemalloc` runs everything on that allocator instead of the system's;
@@ -89,6 +93,12 @@ const NAMESPACE: &str = "bench";
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
 /// Bursts of updates each client replays; the table gives the median.
 const ROUNDS: usize = 3;
+/// Syncs each client makes; the table gives the median time and CPU. All but the last are
+/// children that sync, report and exit, taken in turn across the clients so that each client
+/// sees the host in each of its states.
+const SYNC_ROUNDS: usize = 3;
+/// Set in a child that only syncs and reports.
+const SYNC_ONLY_ENV: &str = "CTRLKIT_INFORMER_BENCH_SYNC_ONLY";
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -214,18 +224,41 @@ async fn run_size(kind: &str, objects: usize) {
     // 20,000 updates a burst whatever the size (every object twice at 10,000): shorter bursts
     // were too brief to time on a shared host.
     let updates = 20_000;
-    for client in clients {
+    let spawn = |client: &str, sync_only: bool| {
         let exe = std::env::current_exe().expect("exe");
-        let mut child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        command
             .env(CHILD_ENV, client)
             .env("BENCH_URL", server.url())
             .env("BENCH_KIND", kind)
             .env("BENCH_OBJECTS", objects.to_string())
             .env("BENCH_UPDATES", updates.to_string())
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("child");
+            .stdout(Stdio::piped());
+        if sync_only {
+            command.env(SYNC_ONLY_ENV, "1");
+        }
+        command.spawn().expect("child")
+    };
+    // The syncs before the full runs: (ms, CPU ms) per client.
+    let mut syncs: std::collections::HashMap<&str, Vec<(f64, f64)>> = Default::default();
+    for _ in 1..SYNC_ROUNDS {
+        for &client in clients.iter().filter(|c| !c.starts_with("server replay")) {
+            let mut child = spawn(client, true);
+            let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            let synced = tokio::task::block_in_place(|| lines.next())
+                .expect("synced line")
+                .expect("read");
+            let _ = child.wait();
+            let fields: Vec<&str> = synced.split_whitespace().collect();
+            syncs.entry(client).or_default().push((
+                fields[1].parse().expect("ms"),
+                fields[2].parse().expect("cpu"),
+            ));
+        }
+    }
+    for client in clients {
+        let mut child = spawn(client, false);
         let mut stdin = child.stdin.take().expect("stdin");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let synced = tokio::task::block_in_place(|| lines.next())
@@ -294,6 +327,10 @@ async fn run_size(kind: &str, objects: usize) {
             fields[5].parse().expect("rss"),
             fields[6].parse().expect("cpu"),
         );
+        let mut earlier = syncs.remove(client).unwrap_or_default();
+        earlier.push((sync_ms, sync_cpu_ms));
+        let sync_ms = median(&mut earlier.iter().map(|sync| sync.0).collect::<Vec<_>>());
+        let sync_cpu_ms = median(&mut earlier.iter().map(|sync| sync.1).collect::<Vec<_>>());
         let heap = if HEAP_COUNTED {
             format!(
                 "{:>9.1}M {:>9.1}M {:>9.0} {:>9.2}",
@@ -590,6 +627,10 @@ fn child(role: &str) {
 /// reached the handler (the parent times the burst).
 async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notify, updates: usize) {
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if std::env::var_os(SYNC_ONLY_ENV).is_some() {
+        println!("synced {sync_ms:.1} {}", cpu_ms());
+        return;
+    }
     // Steady state: what is still held once the initial sync's buffers are gone. (Two
     // seconds also keep the watch cut below from looking like a "very short watch", which a
     // reflector answers with a relist, as client-go's does.)
