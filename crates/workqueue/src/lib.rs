@@ -14,6 +14,9 @@
 //! | [`RateLimitingQueue`] | `add_rate_limited`, `forget`, `num_requeues` with any [`RateLimiter`] |
 //! | [`PriorityQueue`] | priorities (with aging) on top of all the above, as controller-runtime |
 //!
+//! Every queue also has `add_cloned(&item)`, which clones the item only when the queue does not
+//! hold it yet ([`Queue::add_cloned`]).
+//!
 //! Metrics are opt-in, per named queue, under client-go's Prometheus names ([`metrics`]).
 //! This crate knows nothing of Kubernetes: items are any `Clone + Eq + Hash + Send` type.
 //!
