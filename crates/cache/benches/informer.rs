@@ -629,7 +629,9 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
     if std::env::var_os(SYNC_ONLY_ENV).is_some() {
         println!("synced {sync_ms:.1} {}", cpu_ms());
-        return;
+        // Gone at once: a runtime torn down under a running watch only adds error lines.
+        let _ = std::io::stdout().flush();
+        std::process::exit(0);
     }
     // Steady state: what is still held once the initial sync's buffers are gone. (Two
     // seconds also keep the watch cut below from looking like a "very short watch", which a

@@ -14,10 +14,10 @@
 //! Keys are `Arc<str>`s like `"default/object-000042"`: like a Go string (what client-go queues),
 //! copying one copies a pointer. Unlike a Go string's, an `Arc`'s copy and drop also write its
 //! count, on the line that holds the key's text, which every producer and worker shares. (a) and
-//! (a') are also run with `String` keys, whose every copy allocates, and `u64`s; (b) also with
-//! `add_cloned(&key)`, which clones only a key the queue does not hold, and with `&'static str`
-//! keys, whose copy writes nothing, as a Go string's. Each figure is the median of several
-//! rounds.
+//! (a') are also run with `String` keys, whose every copy allocates, `u64`s, and `&'static str`
+//! keys, whose copy writes nothing, as a Go string's; (b) with `&'static str` keys too, and with
+//! `add_cloned(&key)`, which clones only a key the queue does not hold. Each figure is the
+//! median of several rounds.
 //!
 //! Beside ctrlkit's figure, (a), (a') and (b) print that of client-go's queue design written in
 //! Rust (`support/client_go_design.rs`), measured round by round in turn with ctrlkit's: this
@@ -44,6 +44,11 @@ type Key = Arc<str>;
 
 fn string_keys(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("default/object-{i:06}")).collect()
+}
+
+/// Keys that live as long as the bench, copied as a Go string is: nothing written.
+fn static_keys(n: usize) -> Vec<&'static str> {
+    string_keys(n).into_iter().map(|key| &*key.leak()).collect()
 }
 
 fn keys(n: usize) -> Vec<Key> {
@@ -301,13 +306,12 @@ fn main() {
             .get_or_init(|| (0..A_KEYS as u64).collect::<Vec<_>>())
             .as_slice()
     };
-    let b_keys = keys(B_KEYS);
     // Keys whose copy writes nothing, as a Go string's does (an `Arc`'s clone and drop write
     // its count, on a line every holder shares): leaked once, for the bench's lifetime.
-    let b_static: Vec<&'static str> = string_keys(B_KEYS)
-        .into_iter()
-        .map(|key| &*key.leak())
-        .collect();
+    let a_static = std::cell::OnceCell::new();
+    let a_static = || a_static.get_or_init(|| static_keys(A_KEYS)).as_slice();
+    let b_keys = keys(B_KEYS);
+    let b_static = static_keys(B_KEYS);
     let c_keys = keys(C_KEYS);
 
     // Optional filter: only the scenarios whose name contains this text.
@@ -339,6 +343,11 @@ fn main() {
             Some(Box::new(|| client_go_adds_then_drain(a_ints()))),
         ),
         (
+            "(a)  1M distinct &'static str keys, adds then drain",
+            Box::new(|| adds_then_drain(a_static())),
+            Some(Box::new(|| client_go_adds_then_drain(a_static()))),
+        ),
+        (
             "(a') 1M keys, add;get;done interleaved",
             Box::new(|| interleaved(a_keys())),
             Some(Box::new(|| client_go_interleaved(a_keys()))),
@@ -352,6 +361,11 @@ fn main() {
             "(a') 1M u64 keys, add;get;done interleaved",
             Box::new(|| interleaved(a_ints())),
             Some(Box::new(|| client_go_interleaved(a_ints()))),
+        ),
+        (
+            "(a') 1M &'static str keys, add;get;done interleaved",
+            Box::new(|| interleaved(a_static())),
+            Some(Box::new(|| client_go_interleaved(a_static()))),
         ),
         (
             "(b1) 4x4, 100k keys, each producer adds each once (adds/s)",
