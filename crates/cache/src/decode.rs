@@ -447,7 +447,9 @@ mod tests {
 
     #[test]
     fn the_quick_split_agrees_with_serde_json() {
-        let bodies: [&[u8]; 18] = [
+        let bodies: [&[u8]; 20] = [
+            br#"{"items":[{"a":[{"b":{"c":[{},"]"]}},"}{"]},{"d":{"e":"{"}}]}"#,
+            br#"{"items":[{"a":"}"}}]}"#,
             br#"{"items":[{"a":"x\\"},{"b":"\\\"}\\\\"}]}"#,
             br#"{"items":[{"a":"\n\t\u0022\\\\\"\\"},{"b":1}],"kind":"\\"}"#,
             br#"{"items":[{"a":"unterminated\"}]}"#,
