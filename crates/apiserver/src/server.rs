@@ -129,6 +129,7 @@ impl ApiServer {
             address: address.to_string(),
             faults: Faults::default(),
             link: Arc::clone(&link),
+            chunks: crate::rest::chunk_buffers::ChunkBuffers::default(),
         });
         serve_stored_crds(&app);
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));

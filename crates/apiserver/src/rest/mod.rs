@@ -5,6 +5,7 @@
 //! with a `Status` as kube-apiserver's would.
 
 mod admin;
+pub(crate) mod chunk_buffers;
 mod crd;
 pub(crate) use self::crd::serve_stored as serve_stored_crds;
 mod discovery;
@@ -74,6 +75,8 @@ pub struct App {
     pub faults: Faults,
     /// Partitions, restarts and shutdown, for the admin endpoint's partition and restart.
     pub(crate) link: std::sync::Arc<tokio::sync::watch::Sender<crate::link::Link>>,
+    /// The buffers watch streams write their batches into.
+    pub(crate) chunks: chunk_buffers::ChunkBuffers,
 }
 
 /// What a resource URL names.

@@ -1,16 +1,18 @@
 //! Reads: get, list (with selectors and pages) and watch (a stream of events).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::header;
 use axum::response::Response;
 use base64::Engine;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::chunk_buffers::ChunkBuffers;
 use super::status::{ApiError, object_response};
 use super::{App, Query, is_true};
 use crate::resource::ResourceKind;
@@ -211,24 +213,50 @@ fn event_line(event_type: &str, object: &Value) -> Bytes {
 
 /// What a watcher with these selectors is sent for `event`, if anything: a change that moves an
 /// object into or out of the selection becomes an `ADDED` or a `DELETED`.
-fn filtered_line(
-    event: &WatchEvent,
+fn filtered(
+    event: Arc<WatchEvent>,
     labels: &LabelSelector,
     fields: &FieldSelector,
-) -> Option<Bytes> {
+) -> Option<Outgoing> {
     if labels.is_empty() && fields.is_empty() {
-        return Some(event.line());
+        return Some(Outgoing::Event(event));
     }
     let selected = |object: &Value| labels.matches(object) && fields.matches(object);
     let now = selected(&event.object);
     match (event.event_type, &event.previous) {
         (EventType::Modified, Some(previous)) => match (selected(previous), now) {
-            (true, true) => Some(event.line()),
-            (true, false) => Some(watch_line("DELETED", &event.object.json())),
-            (false, true) => Some(watch_line("ADDED", &event.object.json())),
+            (true, true) => Some(Outgoing::Event(event)),
+            (true, false) => Some(Outgoing::Line(watch_line("DELETED", &event.object.json()))),
+            (false, true) => Some(Outgoing::Line(watch_line("ADDED", &event.object.json()))),
             (false, false) => None,
         },
-        _ => now.then(|| event.line()),
+        _ => now.then_some(Outgoing::Event(event)),
+    }
+}
+
+/// One line a watch stream sends.
+enum Outgoing {
+    /// A stored event, sent as it is.
+    Event(Arc<WatchEvent>),
+    /// A line made for this stream.
+    Line(Bytes),
+}
+
+impl Outgoing {
+    /// The line, to be sent alone.
+    fn into_line(self) -> Bytes {
+        match self {
+            Self::Event(event) => event.line(),
+            Self::Line(line) => line,
+        }
+    }
+
+    /// Appends the line to a batch.
+    fn write_into(&self, batch: &mut BytesMut) {
+        match self {
+            Self::Event(event) => event.write_line(batch),
+            Self::Line(line) => batch.extend_from_slice(line),
+        }
     }
 }
 
@@ -255,6 +283,8 @@ struct Stream {
     ended: bool,
     /// Changes when the fault hooks cut every watch.
     cuts: tokio::sync::watch::Receiver<u64>,
+    /// The server's buffers for batches of events.
+    chunks: ChunkBuffers,
 }
 
 /// How many bytes of events already waiting are sent in one chunk with the one that woke the
@@ -262,30 +292,30 @@ struct Stream {
 const BATCH_BYTES: usize = 64 * 1024;
 
 impl Stream {
-    /// `first` followed by the events that are ready now (up to [`BATCH_BYTES`]).
-    fn with_ready_events(&mut self, first: Bytes) -> Bytes {
+    /// `first` followed by the events that are ready now (up to [`BATCH_BYTES`]), written into
+    /// the server's chunk buffers; `first` alone, uncopied, when none is ready.
+    fn with_ready_events(&mut self, first: Outgoing) -> Bytes {
         if self.initial_events_end {
             // The initial-events-end bookmark must follow the initial events at once.
-            return first;
+            return first.into_line();
         }
-        let mut batch: Option<Vec<u8>> = None;
-        while batch.as_ref().map_or(first.len(), Vec::len) < BATCH_BYTES {
-            match self.watch.try_next() {
-                Ok(Some(event)) => {
-                    if let Some(line) = filtered_line(&event, &self.labels, &self.fields) {
-                        batch
-                            .get_or_insert_with(|| first.to_vec())
-                            .extend_from_slice(&line);
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    // Fell behind: send what we have; the next read ends the stream.
+        let Some(mut next) = ready(&mut self.watch, &self.labels, &self.fields) else {
+            return first.into_line();
+        };
+        let (watch, labels, fields) = (&mut self.watch, &self.labels, &self.fields);
+        self.chunks.write(2 * BATCH_BYTES, |batch| {
+            first.write_into(batch);
+            loop {
+                next.write_into(batch);
+                if batch.len() >= BATCH_BYTES {
                     break;
                 }
+                match ready(watch, labels, fields) {
+                    Some(after) => next = after,
+                    None => break,
+                }
             }
-        }
-        batch.map_or(first, Bytes::from)
+        })
     }
 
     async fn next_chunk(&mut self) -> Option<Bytes> {
@@ -301,8 +331,8 @@ impl Stream {
             tokio::select! {
                 next = self.watch.next() => match next {
                     Ok(Some(event)) => {
-                        if let Some(line) = filtered_line(&event, &self.labels, &self.fields) {
-                            return Some(self.with_ready_events(line));
+                        if let Some(first) = filtered(event, &self.labels, &self.fields) {
+                            return Some(self.with_ready_events(first));
                         }
                     }
                     // The store is gone, or this watcher fell behind: end the stream; the
@@ -328,6 +358,21 @@ impl Stream {
                     return Some(bookmark(&self.kind, self.watch.progress(), false));
                 }
             }
+        }
+    }
+}
+
+/// What `watch` sends next of the events that are ready now, after the selectors; `None` when
+/// none is ready, or when the watcher fell behind (the next read ends its stream).
+fn ready(watch: &mut Watch, labels: &LabelSelector, fields: &FieldSelector) -> Option<Outgoing> {
+    loop {
+        match watch.try_next() {
+            Ok(Some(event)) => {
+                if let Some(outgoing) = filtered(event, labels, fields) {
+                    return Some(outgoing);
+                }
+            }
+            Ok(None) | Err(_) => return None,
         }
     }
 }
@@ -417,6 +462,7 @@ pub(super) fn watch(
         initial_events_end: send_initial,
         ended: false,
         cuts: app.faults.watch_cuts(),
+        chunks: app.chunks.clone(),
     };
     let chunks = futures_util::stream::unfold(stream, |mut stream| async move {
         stream.next_chunk().await.map(|chunk| (chunk, stream))

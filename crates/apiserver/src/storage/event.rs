@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::StoredObject;
 use crate::resource::ResourceKey;
@@ -69,6 +69,27 @@ impl WatchEvent {
         }
     }
 
+    /// Appends [`line`](Self::line) to `out`, without making and keeping the line when the
+    /// object's serialization exists already: a watch stream that sends events in batches
+    /// copies each into its chunk anyway, and making the line first would be a second copy,
+    /// a fresh allocation kept in the history as long as the event.
+    pub(crate) fn write_line(&self, out: &mut BytesMut) {
+        if let Some(line) = self.line.get() {
+            out.extend_from_slice(line);
+            return;
+        }
+        match self.object.cached_json() {
+            Some(json) => {
+                for part in head_parts(self.event_type.as_str()) {
+                    out.extend_from_slice(part);
+                }
+                out.extend_from_slice(&json);
+                out.extend_from_slice(LINE_TAIL);
+            }
+            None => out.extend_from_slice(&self.line()),
+        }
+    }
+
     /// The event as one line of a watch stream: `{"type":T,"object":{…}}` and a newline.
     /// Made the first time it is asked for, then shared by every watcher. The object's
     /// serialization is shared with it: copied in if made already, else written into the line
@@ -102,10 +123,15 @@ const LINE_TAIL: &[u8] = b"}\n";
 /// `{"type":"T","object":`, with room for `capacity` more bytes.
 fn line_head(event_type: &str, capacity: usize) -> Vec<u8> {
     let mut line = Vec::with_capacity(capacity + event_type.len() + 24);
-    line.extend_from_slice(b"{\"type\":\"");
-    line.extend_from_slice(event_type.as_bytes());
-    line.extend_from_slice(b"\",\"object\":");
+    for part in head_parts(event_type) {
+        line.extend_from_slice(part);
+    }
     line
+}
+
+/// What a line starts with, up to the object: `{"type":"T","object":`.
+fn head_parts(event_type: &str) -> [&[u8]; 3] {
+    [b"{\"type\":\"", event_type.as_bytes(), b"\",\"object\":"]
 }
 
 /// One line of a watch stream for an event of `event_type` (`ADDED`, `BOOKMARK`, …) whose object
@@ -151,5 +177,40 @@ mod tests {
             br#"{"kind":"ConfigMap","metadata":{"name":"a"}}"#
         );
         assert_eq!(json.as_ptr(), first[28..].as_ptr());
+    }
+
+    #[test]
+    fn a_line_written_into_a_batch_is_the_line_and_is_not_kept() {
+        let object = Arc::new(StoredObject::new(
+            serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "b"}}),
+        ));
+        let json = object.json();
+        let event = WatchEvent::new(
+            EventType::Added,
+            ResourceKey {
+                group: String::new(),
+                plural: "configmaps".into(),
+            },
+            "default".into(),
+            8,
+            object,
+            None,
+        );
+        let mut batch = BytesMut::from(&b"before\n"[..]);
+        event.write_line(&mut batch);
+        let expected =
+            b"before\n{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"b\"}}}\n";
+        assert_eq!(&batch[..], &expected[..]);
+        // Written from its parts: no line was made and kept.
+        assert!(event.line.get().is_none());
+        // Once the line is made, it is the same bytes, and it is what is copied.
+        assert_eq!(&event.line()[..], &expected[7..]);
+        let mut again = BytesMut::new();
+        event.write_line(&mut again);
+        assert_eq!(&again[..], &expected[7..]);
+        assert_eq!(
+            again.len(),
+            br#"{"type":"ADDED","object":"#.len() + json.len() + b"}\n".len()
+        );
     }
 }
