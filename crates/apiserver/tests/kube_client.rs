@@ -212,6 +212,83 @@ async fn watch_streams_every_change_in_order() {
     }
 }
 
+/// A watch resumed over a backlog gets its events in batches; with a label selector, changes
+/// that move an object into or out of the selection are sent as `ADDED` and `DELETED` among
+/// the stored events, in order, and objects outside it are left out.
+#[tokio::test]
+async fn a_selected_watch_over_a_backlog_gets_every_event_in_order() {
+    let (_server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let start = api
+        .create(&PostParams::default(), &configmap("start", &[]))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let label = |name: &str, app: &str| {
+        let patch = json!({"metadata": {"labels": {"app": app, "changed": "yes"}}});
+        let api = api.clone();
+        let name = name.to_string();
+        async move {
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+    // Enough events, a few KiB each, to fill more than one batch.
+    let big = "x".repeat(3000);
+    let mut expected = Vec::new();
+    for i in 0..60 {
+        let name = format!("cm-{i:02}");
+        let mut cm = configmap(&name, &[("app", if i % 3 == 0 { "other" } else { "web" })]);
+        cm.data = Some(BTreeMap::from([("big".to_string(), big.clone())]));
+        api.create(&PostParams::default(), &cm).await.unwrap();
+        match i % 3 {
+            // Created outside the selection, then moved into it.
+            0 => {
+                label(&name, "web").await;
+                expected.push(("ADDED", name));
+            }
+            // Created inside, then moved out of it.
+            1 => {
+                expected.push(("ADDED", name.clone()));
+                label(&name, "other").await;
+                expected.push(("DELETED", name));
+            }
+            // Created inside, changed inside it, deleted.
+            _ => {
+                expected.push(("ADDED", name.clone()));
+                label(&name, "web").await;
+                expected.push(("MODIFIED", name.clone()));
+                api.delete(&name, &DeleteParams::default()).await.unwrap();
+                expected.push(("DELETED", name));
+            }
+        }
+    }
+    let mut events = api
+        .watch(
+            &WatchParams::default().labels("app=web").timeout(10),
+            &start,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let mut seen = Vec::new();
+    while seen.len() < expected.len() {
+        let (kind, cm) = match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(cm) => ("ADDED", cm),
+            WatchEvent::Modified(cm) => ("MODIFIED", cm),
+            WatchEvent::Deleted(cm) => ("DELETED", cm),
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(cm.data.unwrap()["big"].len(), 3000);
+        seen.push((kind, cm.metadata.name.unwrap()));
+    }
+    let expected: Vec<(&str, String)> = expected;
+    assert_eq!(seen, expected);
+}
+
 #[tokio::test]
 async fn an_expired_resource_version_gets_a_410_error_event() {
     let (server, client) = server().await;
