@@ -308,3 +308,56 @@ async fn the_admin_endpoint_partitions_and_restarts_the_listener() {
     );
     assert_eq!(raw_post(&server, "/admin/faults/partition").await.0, 400);
 }
+
+/// The events of a chunked body, by chunk: each chunk's lines.
+fn chunks_of(response: &str) -> Vec<Vec<String>> {
+    let body = &response[response.find("\r\n\r\n").unwrap() + 4..];
+    let mut chunks = Vec::new();
+    let mut rest = body;
+    loop {
+        let (size, after) = rest.split_once("\r\n").unwrap();
+        let size = usize::from_str_radix(size, 16).unwrap();
+        if size == 0 {
+            return chunks;
+        }
+        let lines = after[..size].lines().map(str::to_string).collect();
+        chunks.push(lines);
+        rest = &after[size + 2..];
+    }
+}
+
+/// A backlog of events goes out in a few chunks by default; with `watch_batch_bytes` 0 each
+/// event has a chunk of its own, as kube-apiserver writes a watch.
+#[tokio::test]
+async fn a_watch_batches_a_backlog_unless_told_to_send_a_chunk_per_event() {
+    for batch_bytes in [64 * 1024, 0] {
+        let mut config = ApiServerConfig::default();
+        config.rest.watch_batch_bytes = batch_bytes;
+        let server = ApiServer::start(config).await.unwrap();
+        let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        for i in 0..50 {
+            api.create(&PostParams::default(), &configmap(&format!("cm-{i:02}")))
+                .await
+                .unwrap();
+        }
+        let (status, response) = raw_get(
+            &server,
+            &format!("{CONFIGMAPS}?watch=true&resourceVersion=1&timeoutSeconds=1"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, 200);
+        let chunks = chunks_of(&response);
+        let lines: Vec<&String> = chunks.iter().flatten().collect();
+        assert_eq!(lines.len(), 50, "{batch_bytes}");
+        for (i, line) in lines.iter().enumerate() {
+            assert!(line.contains(&format!("\"cm-{i:02}\"")), "{i}: {line}");
+        }
+        if batch_bytes == 0 {
+            assert!(chunks.iter().all(|chunk| chunk.len() == 1));
+        } else {
+            assert!(chunks.len() < 10, "{} chunks", chunks.len());
+        }
+    }
+}

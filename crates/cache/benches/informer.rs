@@ -16,7 +16,9 @@
 //! objects takes a tenth of a second, where one hiccup of the shared host moves the figure by
 //! half). `--quick` runs 10,000 objects only; `--objects N` and
 //! `--kind pods|configmaps` pick one size and kind; `--client NAME` (repeatable, a name of the
-//! table's client column) runs only those clients. `--features bench-mimalloc` or
+//! table's client column) runs only those clients; `--chunk-per-event` has the server send
+//! every watch event in an HTTP chunk of its own, as kube-apiserver does, instead of batching
+//! the events that are ready. `--features bench-mimalloc` or
 //! `--features bench-jemalloc` runs everything on that allocator instead of the system's;
 //! `--features bench-uncounted` leaves out the counting of the live heap (see `HEAP`), and the
 //! heap columns read "–".
@@ -162,13 +164,17 @@ fn main() {
 
 async fn run_size(kind: &str, objects: usize) {
     // History and watch buffers room enough for the whole backlog of updates.
-    let config = ApiServerConfig {
+    let mut config = ApiServerConfig {
         store: StoreConfig {
             history: 50_000,
             watch_buffer: 50_000,
         },
         ..ApiServerConfig::default()
     };
+    if std::env::args().any(|arg| arg == "--chunk-per-event") {
+        // As kube-apiserver writes a watch: every event in an HTTP chunk of its own.
+        config.rest.watch_batch_bytes = 0;
+    }
     let server = ApiServer::start(config).await.expect("server");
     let resources = builtin_resources();
     let namespaces = resources

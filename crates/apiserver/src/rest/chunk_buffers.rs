@@ -22,6 +22,10 @@ use parking_lot::Mutex;
 /// The size of each buffer: room for a few chunks.
 const BUFFER_BYTES: usize = 256 * 1024;
 
+/// The longest buffer kept: a chunk asking for more room (a batch size set far above the
+/// default) gets a buffer of its own.
+const LARGEST: usize = 4 << 20;
+
 /// Buffers kept at most. hyper holds up to about 400 KiB of a response's chunks before it
 /// writes them, so one stream replaying a burst has two or three buffers in flight.
 const KEPT: usize = 8;
@@ -37,6 +41,9 @@ impl ChunkBuffers {
     /// hands it out. Writing past `room` is allowed: the buffer then grows by moving what is
     /// written so far.
     pub(crate) fn write(&self, room: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
+        if room > LARGEST {
+            return own(room, write);
+        }
         let mut buffers = self.buffers.lock();
         // The first with room left, or one whose chunks are all gone; else a new one, kept if
         // there is a place for it.
@@ -52,9 +59,7 @@ impl ChunkBuffers {
             }
             None => {
                 drop(buffers);
-                let mut own = BytesMut::with_capacity(room);
-                write(&mut own);
-                return own.freeze();
+                return own(room, write);
             }
         };
         write(buffer);
@@ -66,6 +71,13 @@ impl ChunkBuffers {
     fn kept(&self) -> usize {
         self.buffers.lock().len()
     }
+}
+
+/// A chunk in a buffer of its own, not kept.
+fn own(room: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut own = BytesMut::with_capacity(room);
+    write(&mut own);
+    own.freeze()
 }
 
 #[cfg(test)]
@@ -117,6 +129,14 @@ mod tests {
         drop(held);
         let _again = chunk(&clone, BUFFER_BYTES, b"again");
         assert_eq!(buffers.kept(), KEPT);
+    }
+
+    #[test]
+    fn a_chunk_asking_for_more_than_the_largest_buffer_is_not_kept() {
+        let buffers = ChunkBuffers::default();
+        let written = buffers.write(LARGEST + 1, |buffer| buffer.extend_from_slice(b"x"));
+        assert_eq!(&written[..], b"x");
+        assert_eq!(buffers.kept(), 0);
     }
 
     #[test]

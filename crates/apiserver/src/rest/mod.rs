@@ -46,6 +46,11 @@ pub struct RestConfig {
     /// health endpoints (`/healthz`, `/livez`, `/readyz`) and `/version` included. None by
     /// default: no authentication. See [`crate::auth`].
     pub token: Option<BearerToken>,
+    /// How many bytes of events that are ready at once a watch stream sends in one chunk, at
+    /// most (64 KiB by default): one write instead of many when changes come in bursts. 0 sends
+    /// every event in a chunk of its own, as kube-apiserver does, for testing a client against
+    /// that framing.
+    pub watch_batch_bytes: usize,
 }
 
 impl Default for RestConfig {
@@ -56,6 +61,7 @@ impl Default for RestConfig {
             min_request_timeout: Duration::from_secs(1800),
             admin: false,
             token: None,
+            watch_batch_bytes: 64 * 1024,
         }
     }
 }

@@ -285,17 +285,18 @@ struct Stream {
     cuts: tokio::sync::watch::Receiver<u64>,
     /// The server's buffers for batches of events.
     chunks: ChunkBuffers,
+    /// How many bytes of ready events go in one chunk (see [`RestConfig::watch_batch_bytes`]).
+    ///
+    /// [`RestConfig::watch_batch_bytes`]: super::RestConfig::watch_batch_bytes
+    batch_bytes: usize,
 }
 
-/// How many bytes of events already waiting are sent in one chunk with the one that woke the
-/// stream: one write instead of many when changes come in bursts.
-const BATCH_BYTES: usize = 64 * 1024;
-
 impl Stream {
-    /// `first` followed by the events that are ready now (up to [`BATCH_BYTES`]), written into
-    /// the server's chunk buffers; `first` alone, uncopied, when none is ready.
+    /// `first` followed by the events that are ready now (up to the batch size), written into
+    /// the server's chunk buffers; `first` alone, uncopied, when none is ready or batches are
+    /// off.
     fn with_ready_events(&mut self, first: Outgoing) -> Bytes {
-        if self.initial_events_end {
+        if self.initial_events_end || self.batch_bytes == 0 {
             // The initial-events-end bookmark must follow the initial events at once.
             return first.into_line();
         }
@@ -303,11 +304,15 @@ impl Stream {
             return first.into_line();
         };
         let (watch, labels, fields) = (&mut self.watch, &self.labels, &self.fields);
-        self.chunks.write(2 * BATCH_BYTES, |batch| {
+        let batch_bytes = self.batch_bytes;
+        // Room for the batch and its last event; an absurd setting asks for no more than
+        // 16 MiB up front (a longer batch grows as it is written).
+        let room = batch_bytes.saturating_mul(2).min(16 << 20);
+        self.chunks.write(room, |batch| {
             first.write_into(batch);
             loop {
                 next.write_into(batch);
-                if batch.len() >= BATCH_BYTES {
+                if batch.len() >= batch_bytes {
                     break;
                 }
                 match ready(watch, labels, fields) {
@@ -463,6 +468,7 @@ pub(super) fn watch(
         ended: false,
         cuts: app.faults.watch_cuts(),
         chunks: app.chunks.clone(),
+        batch_bytes: app.config.watch_batch_bytes,
     };
     let chunks = futures_util::stream::unfold(stream, |mut stream| async move {
         stream.next_chunk().await.map(|chunk| (chunk, stream))
