@@ -276,11 +276,12 @@ enum Batch<T> {
     Decoding(DecodeHandle<Vec<EventResult<T>>>),
 }
 
-/// Reads a watch body line by line and sends its events in order, in batches, until the body
-/// ends, fails or nobody listens any more.
-async fn read_watch<T>(mut body: Body, sender: mpsc::Sender<Batch<T>>)
+/// Reads a watch body (kube-client's [`Body`]) line by line and sends its events in order, in
+/// batches, until the body ends, fails or nobody listens any more.
+async fn read_watch<T, B>(mut body: B, sender: mpsc::Sender<Batch<T>>)
 where
     T: DeserializeOwned + Clone + Send + 'static,
+    B: http_body::Body<Data = Bytes, Error = kube::Error> + Unpin,
 {
     let mut pending = BytesMut::new();
     // How much of `pending` is known to hold no newline.
@@ -315,12 +316,17 @@ where
             }
         };
         pending.extend_from_slice(data.chunk());
-        // A burst comes in many small frames: take what has already arrived, so that it is
-        // decoded in batches big enough to share out, not one event at a time. The end of the
-        // body or an error is kept for the next turn, after these lines.
+        // A burst comes in many small frames (kube-apiserver writes each event in a chunk of
+        // its own): take what has already arrived, so that it is decoded in batches big enough
+        // to share out, not one event at a time. hyper hands a body's frames over one at a
+        // time, each once the connection's task has run again, so when none is ready the task
+        // yields once to let it; it stops at the first yield that brings nothing. The end of
+        // the body or an error is kept for the next turn, after these lines.
+        let mut yielded = false;
         while pending.len() < GATHER {
             match body.frame().now_or_never() {
                 Some(Some(Ok(frame))) => {
+                    yielded = false;
                     if let Ok(data) = frame.into_data() {
                         pending.extend_from_slice(data.chunk());
                     }
@@ -329,7 +335,11 @@ where
                     deferred = Some(outcome);
                     break;
                 }
-                None => break,
+                None if yielded => break,
+                None => {
+                    yielded = true;
+                    tokio::task::yield_now().await;
+                }
             }
         }
         let mut lines = Vec::new();
@@ -447,6 +457,54 @@ mod tests {
         // Awaited to the end, the fetch hands its body over.
         let done = Fetch(tokio::spawn(async { Ok(Bytes::from_static(b"{}")) }));
         assert_eq!(&done.await.unwrap().unwrap()[..], b"{}");
+    }
+
+    /// hyper hands a body's frames over one at a time, each once the connection's task has run
+    /// again; a kube-apiserver writes each event in a chunk of its own. The reader must still
+    /// gather a burst into a few batches, or every event is decoded alone on the runtime's
+    /// thread and the decoding threads stand idle.
+    #[tokio::test(flavor = "current_thread")]
+    async fn frames_handed_over_one_at_a_time_are_gathered_into_a_few_batches() {
+        let (frames, receiver) = mpsc::channel::<Result<http_body::Frame<Bytes>, kube::Error>>(1);
+        let body = http_body_util::StreamBody::new(
+            futures_util::stream::unfold(receiver, |mut receiver| async move {
+                receiver.recv().await.map(|frame| (frame, receiver))
+            })
+            .boxed(),
+        );
+        let (sender, mut batches) = mpsc::channel(BATCHES_AHEAD);
+        tokio::spawn(read_watch::<k8s_openapi::api::core::v1::ConfigMap, _>(
+            body, sender,
+        ));
+        tokio::spawn(async move {
+            for i in 0..200 {
+                let line = serde_json::json!({"type": "MODIFIED",
+                    "object": {"metadata": {"name": format!("cm-{i:03}")}}});
+                let frame = http_body::Frame::data(Bytes::from(format!("{line}\n")));
+                if frames.send(Ok(frame)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let mut received = 0;
+        let mut events = Vec::new();
+        while events.len() < 200 {
+            received += 1;
+            match batches.recv().await.unwrap() {
+                Batch::Ready(ready) => events.extend(ready),
+                Batch::Decoding(decoding) => events.extend(decoding.await.unwrap()),
+            }
+        }
+        for (i, event) in events.into_iter().enumerate() {
+            match event {
+                Ok(WatchEvent::Modified(cm)) => {
+                    assert_eq!(cm.metadata.name, Some(format!("cm-{i:03}")));
+                }
+                other => panic!("{i}: {other:?}"),
+            }
+        }
+        // One batch per decoding thread and gathering, not one per event.
+        assert!(received <= 4 * decode_pool::threads(), "{received} batches");
     }
 
     #[tokio::test]
