@@ -10,9 +10,9 @@
 //! its socket and dropped, the buffer is written from its start again.
 //!
 //! The buffers belong to the server, not to a stream, so that memory stays bounded however many
-//! watches are open: at most [`KEPT`] buffers of [`BUFFER_BYTES`] (2 MiB). When every kept
-//! buffer still has chunks in flight, a chunk gets a buffer of its own that is not kept, as
-//! before.
+//! watches are open: at most [`KEPT`] buffers of [`BUFFER_BYTES`] (2 MiB) at the default batch
+//! size, each at most [`LARGEST`] for a larger one. When every kept buffer still has chunks in
+//! flight, a chunk gets a buffer of its own that is not kept, as before.
 
 use std::sync::Arc;
 

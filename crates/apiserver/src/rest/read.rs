@@ -297,7 +297,8 @@ impl Stream {
     /// off.
     fn with_ready_events(&mut self, first: Outgoing) -> Bytes {
         if self.initial_events_end || self.batch_bytes == 0 {
-            // The initial-events-end bookmark must follow the initial events at once.
+            // The initial-events-end bookmark must follow the initial events at once; and with
+            // batches off, every event goes alone.
             return first.into_line();
         }
         let Some(mut next) = ready(&mut self.watch, &self.labels, &self.fields) else {
