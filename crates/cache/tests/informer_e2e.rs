@@ -72,11 +72,14 @@ struct Counting {
     api: Api<ConfigMap>,
     lists: Arc<AtomicUsize>,
     watches: Arc<AtomicUsize>,
+    /// Watches the server answered since the last list began.
+    opened_since_list: Arc<AtomicUsize>,
 }
 
 impl ListerWatcher<ConfigMap> for Counting {
     async fn list(&self, params: &ListParams) -> Result<ObjectList<ConfigMap>, kube::Error> {
         if params.continue_token.is_none() {
+            self.opened_since_list.store(0, Ordering::SeqCst);
             self.lists.fetch_add(1, Ordering::SeqCst);
         }
         self.api.list(params).await
@@ -87,7 +90,11 @@ impl ListerWatcher<ConfigMap> for Counting {
         resource_version: &str,
     ) -> Result<WatchStream<ConfigMap>, kube::Error> {
         self.watches.fetch_add(1, Ordering::SeqCst);
-        ListerWatcher::watch(&self.api, params, resource_version).await
+        let stream = ListerWatcher::watch(&self.api, params, resource_version).await;
+        if stream.is_ok() {
+            self.opened_since_list.fetch_add(1, Ordering::SeqCst);
+        }
+        stream
     }
 }
 
@@ -163,6 +170,7 @@ async fn cache_converges_under_churn_cut_watches_and_compaction() {
         api: api.clone(),
         lists: Arc::default(),
         watches: Arc::default(),
+        opened_since_list: Arc::default(),
     };
     let informer = SharedIndexInformer::with_options(
         counting.clone(),
@@ -224,8 +232,28 @@ async fn cache_converges_under_churn_cut_watches_and_compaction() {
                 }
             })
             .buffer_unordered(16);
+        // Waits until the informer has listed `lists` times and opened a watch since.
+        let watching_after = |lists: usize| {
+            let counting = counting.clone();
+            async move {
+                let wait = async {
+                    while counting.lists.load(Ordering::SeqCst) < lists
+                        || counting.opened_since_list.load(Ordering::SeqCst) == 0
+                    {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                };
+                tokio::time::timeout(Duration::from_secs(10), wait)
+                    .await
+                    .expect("the informer watches again");
+            }
+        };
         let disrupt = async {
             tokio::time::sleep(Duration::from_millis(30)).await;
+            // A fast build may be done with the writes by now, and the last phase's recovery
+            // still under way: the cut must find a watch open.
+            let lists = counting.lists.load(Ordering::SeqCst);
+            watching_after(lists).await;
             server.faults().cut_watches();
             // Hold the next watch back while writes go on and history is compacted past it:
             // the resume is at a compacted version, so the reflector must relist.
@@ -236,8 +264,19 @@ async fn cache_converges_under_churn_cut_watches_and_compaction() {
                 Fault::Delay(Duration::from_millis(150)),
             );
             server.faults().cut_watches();
+            // A write elsewhere moves the store's version past the held watch's, so that
+            // compaction leaves it behind even when this phase's writes are all done.
+            let elsewhere: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+            let mut marker = configmap(&format!("marker-{phase}"), generation);
+            marker.metadata.namespace = Some("default".into());
+            elsewhere
+                .create(&PostParams::default(), &marker)
+                .await
+                .unwrap();
             tokio::time::sleep(Duration::from_millis(75)).await;
             server.store().compact(server.store().resource_version());
+            // The held watch resumes at a compacted version (410): a relist, then a watch.
+            watching_after(lists + 1).await;
         };
         let (_, ()) = tokio::join!(writes.collect::<Vec<()>>(), disrupt);
         if phase == 1 {
