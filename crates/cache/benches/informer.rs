@@ -114,6 +114,7 @@ fn main() {
     }
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|arg| arg == "--quick");
+    let chunk_per_event = args.iter().any(|arg| arg == "--chunk-per-event");
     let objects_arg: Option<usize> = args
         .iter()
         .position(|arg| arg == "--objects")
@@ -157,12 +158,12 @@ fn main() {
     };
     for &kind in &kinds {
         for &objects in &sizes {
-            runtime.block_on(run_size(kind, objects));
+            runtime.block_on(run_size(kind, objects, chunk_per_event));
         }
     }
 }
 
-async fn run_size(kind: &str, objects: usize) {
+async fn run_size(kind: &str, objects: usize, chunk_per_event: bool) {
     // History and watch buffers room enough for the whole backlog of updates.
     let mut config = ApiServerConfig {
         store: StoreConfig {
@@ -171,7 +172,7 @@ async fn run_size(kind: &str, objects: usize) {
         },
         ..ApiServerConfig::default()
     };
-    if std::env::args().any(|arg| arg == "--chunk-per-event") {
+    if chunk_per_event {
         // As kube-apiserver writes a watch: every event in an HTTP chunk of its own.
         config.rest.watch_batch_bytes = 0;
     }

@@ -75,8 +75,8 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
         self.inner.core.add(item, (), false);
     }
 
-    /// Like [`add`](RateLimitingQueue::add), for an item the caller keeps: it is cloned only when the queue does not
-    /// hold it yet (see [`Queue::add_cloned`](crate::Queue::add_cloned)).
+    /// Like [`add`](RateLimitingQueue::add), for an item the caller keeps: it is cloned only when
+    /// the queue does not hold it yet (see [`Queue::add_cloned`](crate::Queue::add_cloned)).
     pub fn add_cloned(&self, item: &T) {
         self.inner.core.add(crate::core::Borrowed(item), (), false);
     }
