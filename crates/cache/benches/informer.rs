@@ -18,7 +18,10 @@
 //! `--kind pods|configmaps` pick one size and kind; `--client NAME` (repeatable, a name of the
 //! table's client column) runs only those clients; `--chunk-per-event` has the server send
 //! every watch event in an HTTP chunk of its own, as kube-apiserver does, instead of batching
-//! the events that are ready. `--features bench-mimalloc` or
+//! the events that are ready. `--syncs N` takes the median of N syncs per client instead of
+//! three; `--sync-only` makes only those syncs (all children that sync, report and exit) and
+//! prints each client's median, fastest and slowest, for comparing builds' sync times
+//! quickly. `--features bench-mimalloc` or
 //! `--features bench-jemalloc` runs everything on that allocator instead of the system's;
 //! `--features bench-uncounted` leaves out the counting of the live heap (see `HEAP`), and the
 //! heap columns read "–".
@@ -95,9 +98,9 @@ const NAMESPACE: &str = "bench";
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
 /// Bursts of updates each client replays; the table gives the median.
 const ROUNDS: usize = 3;
-/// Syncs each client makes; the table gives the median time and CPU. All but the last are
-/// children that sync, report and exit, taken in turn across the clients so that each client
-/// sees the host in each of its states.
+/// Syncs each client makes unless `--syncs` says otherwise; the table gives the median time and
+/// CPU. All but the last are children that sync, report and exit, taken in turn across the
+/// clients so that each client sees the host in each of its states.
 const SYNC_ROUNDS: usize = 3;
 /// Set in a child that only syncs and reports.
 const SYNC_ONLY_ENV: &str = "CTRLKIT_INFORMER_BENCH_SYNC_ONLY";
@@ -247,9 +250,21 @@ async fn run_size(kind: &str, objects: usize, chunk_per_event: bool) {
         }
         command.spawn().expect("child")
     };
-    // The syncs before the full runs: (ms, CPU ms) per client.
+    let sync_rounds = args
+        .iter()
+        .position(|arg| arg == "--syncs")
+        .and_then(|i| args.get(i + 1)?.parse::<usize>().ok())
+        .unwrap_or(SYNC_ROUNDS)
+        .max(1);
+    let sync_only = args.iter().any(|arg| arg == "--sync-only");
+    // The syncs before the full runs (all of them with `--sync-only`): (ms, CPU ms) per client.
     let mut syncs: std::collections::HashMap<&str, Vec<(f64, f64)>> = Default::default();
-    for _ in 1..SYNC_ROUNDS {
+    let sync_only_rounds = if sync_only {
+        sync_rounds
+    } else {
+        sync_rounds - 1
+    };
+    for _ in 0..sync_only_rounds {
         for &client in clients.iter().filter(|c| !c.starts_with("server replay")) {
             let mut child = spawn(client, true);
             let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -263,6 +278,23 @@ async fn run_size(kind: &str, objects: usize, chunk_per_event: bool) {
                 fields[2].parse().expect("cpu"),
             ));
         }
+    }
+    if sync_only {
+        for client in clients.iter().filter(|c| !c.starts_with("server replay")) {
+            let mut times: Vec<f64> = syncs[client].iter().map(|sync| sync.0).collect();
+            let mut cpu: Vec<f64> = syncs[client].iter().map(|sync| sync.1).collect();
+            let (fastest, slowest) = times
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+            println!(
+                "{kind:<11} {objects:>7} {client:<28} {:>9.0} {:>9.0}   {} syncs, {fastest:.0}–{slowest:.0} ms",
+                median(&mut times),
+                median(&mut cpu),
+                times.len(),
+            );
+        }
+        server.shutdown().await;
+        return;
     }
     for client in clients {
         let mut child = spawn(client, false);
