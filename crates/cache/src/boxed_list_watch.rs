@@ -21,7 +21,7 @@ trait DynListerWatcher<K: Clone>: Send + Sync {
     fn delivers_compact_objects(&self) -> bool;
 }
 
-impl<K: Clone + Send + 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
+impl<K: Clone + Send + Sync + 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
     fn list<'a>(
         &'a self,
         params: &'a ListParams,
@@ -58,14 +58,14 @@ impl<K: Clone> std::fmt::Debug for BoxListerWatcher<K> {
     }
 }
 
-impl<K: Clone + Send + 'static> BoxListerWatcher<K> {
+impl<K: Clone + Send + Sync + 'static> BoxListerWatcher<K> {
     /// Boxes `lister_watcher`.
     pub fn new(lister_watcher: impl ListerWatcher<K>) -> Self {
         Self(Arc::new(lister_watcher))
     }
 }
 
-impl<K: Clone + Send + 'static> ListerWatcher<K> for BoxListerWatcher<K> {
+impl<K: Clone + Send + Sync + 'static> ListerWatcher<K> for BoxListerWatcher<K> {
     async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, kube::Error> {
         self.0.list(params).await
     }

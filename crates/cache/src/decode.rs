@@ -353,6 +353,16 @@ pub(crate) fn decode_items<T: DeserializeOwned>(
     body: &[u8],
     ranges: &[Range<usize>],
 ) -> Result<Vec<T>, DecodeError> {
+    decode_items_as(body, ranges, std::convert::identity)
+}
+
+/// Decodes the items of `body` at `ranges`, in order, each handed to `wrap` where it is decoded
+/// (`Arc::new`, so that an object's `Arc` is made on the thread that made the object).
+pub(crate) fn decode_items_as<T: DeserializeOwned, U>(
+    body: &[u8],
+    ranges: &[Range<usize>],
+    wrap: fn(T) -> U,
+) -> Result<Vec<U>, DecodeError> {
     let mut room = HeapRoom::default();
     ranges
         .iter()
@@ -361,7 +371,7 @@ pub(crate) fn decode_items<T: DeserializeOwned>(
             let item = body
                 .get(range.clone())
                 .ok_or_else(|| DecodeError::invalid("a list item", "its bytes are out of range"))?;
-            decode_as(item, "a list item")
+            decode_as(item, "a list item").map(wrap)
         })
         .collect()
 }

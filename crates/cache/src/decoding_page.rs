@@ -15,32 +15,38 @@ const PARALLEL_FROM: usize = 32;
 /// the page's end, and the jobs of the next page queue behind them.
 const MAX_CHUNK: usize = 128;
 
-type Chunk<T> = DecodeHandle<Result<Vec<T>, DecodeError>>;
+type Chunk<U> = DecodeHandle<Result<Vec<U>, DecodeError>>;
 
 /// A page's items: decoded already, or being decoded in chunks, in order.
-enum Items<T> {
-    Decoded(Result<Vec<T>, DecodeError>),
-    Decoding { chunks: Vec<Chunk<T>>, len: usize },
+enum Items<U> {
+    Decoded(Result<Vec<U>, DecodeError>),
+    Decoding { chunks: Vec<Chunk<U>>, len: usize },
 }
 
 /// A list page split into its items, which are decoded from the moment it is made; awaiting
-/// [`finish`](Self::finish) collects them.
-pub(crate) struct DecodingPage<T> {
+/// [`finish`](Self::finish) collects them. Each item is decoded as a `T` and handed out as the
+/// `U` it is wrapped in where it was decoded (an `Arc<T>` for a reflector's store).
+pub(crate) struct DecodingPage<U> {
     types: TypeMeta,
     metadata: ListMeta,
-    items: Items<T>,
+    items: Items<U>,
 }
 
-impl<T> DecodingPage<T>
+impl<U> DecodingPage<U>
 where
-    T: DeserializeOwned + Clone + Send + 'static,
+    U: Clone + Send + 'static,
 {
-    /// Starts decoding the items of `body`, split as `split` says.
-    pub(crate) fn start(body: Bytes, split: SplitList) -> Self {
+    /// Starts decoding the items of `body`, split as `split` says, as `T`s each wrapped by
+    /// `wrap`.
+    pub(crate) fn start<T: DeserializeOwned + 'static>(
+        body: Bytes,
+        split: SplitList,
+        wrap: fn(T) -> U,
+    ) -> Self {
         let threads = decode_pool::threads();
         let len = split.items.len();
         let items = if len < PARALLEL_FROM || threads < 2 {
-            Items::Decoded(decode::decode_items(&body, &split.items))
+            Items::Decoded(decode::decode_items_as(&body, &split.items, wrap))
         } else {
             let per_chunk = len.div_ceil(threads).min(MAX_CHUNK);
             let chunks = split
@@ -49,7 +55,7 @@ where
                 .map(|ranges| {
                     let body = body.clone();
                     let ranges = ranges.to_vec();
-                    decode_pool::spawn(move || decode::decode_items::<T>(&body, &ranges))
+                    decode_pool::spawn(move || decode::decode_items_as(&body, &ranges, wrap))
                 })
                 .collect();
             Items::Decoding { chunks, len }
@@ -62,7 +68,7 @@ where
     }
 
     /// The list page, once every item is decoded; the first item that failed fails the page.
-    pub(crate) async fn finish(self) -> Result<ObjectList<T>, DecodeError> {
+    pub(crate) async fn finish(self) -> Result<ObjectList<U>, DecodeError> {
         let items = match self.items {
             Items::Decoded(items) => items?,
             Items::Decoding { chunks, len } => {
@@ -100,7 +106,9 @@ mod tests {
     async fn decode_page(list: serde_json::Value) -> Result<ObjectList<ConfigMap>, DecodeError> {
         let body = Bytes::from(serde_json::to_vec(&list).unwrap());
         let split = decode::split_list(&body).unwrap();
-        DecodingPage::start(body, split).finish().await
+        DecodingPage::start(body, split, std::convert::identity)
+            .finish()
+            .await
     }
 
     #[tokio::test]

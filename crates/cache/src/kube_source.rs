@@ -95,7 +95,9 @@ where
 {
     let body = fetch(client, request, None).await?;
     let split = decode::split_list(&body)?;
-    Ok(DecodingPage::start(body, split).finish().await?)
+    Ok(DecodingPage::start(body, split, std::convert::identity)
+        .finish()
+        .await?)
 }
 
 async fn fetch(
@@ -121,7 +123,7 @@ pub(crate) fn list_pages<T>(
     build: BuildList,
 ) -> PageStream<'static, T>
 where
-    T: DeserializeOwned + Clone + Send + 'static,
+    T: DeserializeOwned + Clone + Send + Sync + 'static,
 {
     let (sender, receiver) = mpsc::channel(PAGES_AHEAD);
     let reader = AbortOnDrop(tokio::spawn(read_pages(
@@ -150,9 +152,9 @@ type ListSource = (Client, kube::core::Request, BuildList);
 async fn read_pages<T>(
     source: Arc<ListSource>,
     params: ListParams,
-    sender: mpsc::Sender<Result<DecodingPage<T>, kube::Error>>,
+    sender: mpsc::Sender<Result<DecodingPage<Arc<T>>, kube::Error>>,
 ) where
-    T: DeserializeOwned + Clone + Send + 'static,
+    T: DeserializeOwned + Clone + Send + Sync + 'static,
 {
     // The list's pages take turns in a few mappings, unmapped once the list is read and decoded.
     let maps = BodyMaps::new();
@@ -181,7 +183,7 @@ async fn read_pages<T>(
         };
         fetching = next_page(params, split.metadata.continue_.as_deref())
             .map(|params| (start_fetch(&source, &params, &maps), params));
-        room.send(Ok(DecodingPage::start(body, split)));
+        room.send(Ok(DecodingPage::start(body, split, Arc::new)));
     }
 }
 

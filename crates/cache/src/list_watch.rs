@@ -22,8 +22,8 @@ use crate::kube_source;
 /// A stream of watch events.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
 
-/// The pages of a paginated list.
-pub type PageStream<'a, K> = BoxStream<'a, Result<ObjectList<K>, kube::Error>>;
+/// The pages of a paginated list, each object in the `Arc` a reflector's store keeps it in.
+pub type PageStream<'a, K> = BoxStream<'a, Result<ObjectList<Arc<K>>, kube::Error>>;
 
 /// The continuation of `params` after a page that says `continue_token`, if it says one.
 pub(crate) fn next_page(
@@ -40,7 +40,7 @@ pub(crate) fn next_page(
 /// Pages asked for one after the other through [`ListerWatcher::list`].
 fn pages_one_by_one<K, L>(lister_watcher: &L, params: ListParams) -> PageStream<'_, K>
 where
-    K: Clone + Send + 'static,
+    K: Clone + Send + Sync + 'static,
     L: ListerWatcher<K> + ?Sized,
 {
     futures_util::stream::unfold(Some(params), move |params| async move {
@@ -50,9 +50,18 @@ where
             Ok(list) => next_page(params, list.metadata.continue_.as_deref()),
             Err(_) => None,
         };
-        Some((page, next))
+        Some((page.map(shared_items), next))
     })
     .boxed()
+}
+
+/// `list` with each item in an `Arc`.
+pub(crate) fn shared_items<K: Clone>(list: ObjectList<K>) -> ObjectList<Arc<K>> {
+    ObjectList {
+        types: list.types,
+        metadata: list.metadata,
+        items: list.items.into_iter().map(Arc::new).collect(),
+    }
 }
 
 /// Lists and watches one kind of object; client-go's `ListerWatcher`.
@@ -74,10 +83,12 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
     /// order, ending after the last one or with the first error. A continuation carries its
     /// version in the token, so it is asked for without `resourceVersion`. The default asks
     /// [`list`](Self::list) for one page after the other; a source may fetch the next page
-    /// while it decodes the current one (the kube-client implementation does).
+    /// while it decodes the current one (the kube-client implementation does). Items come in
+    /// the `Arc`s the store keeps them in, so that a source decoding on other threads makes
+    /// each one there (the kube-client implementation does).
     fn list_pages(&self, params: ListParams) -> PageStream<'_, K>
     where
-        K: Send + 'static,
+        K: Send + Sync + 'static,
     {
         pages_one_by_one(self, params)
     }

@@ -42,12 +42,11 @@ impl<K: Send + Sync + 'static> PageWriter<K> {
     }
 
     /// Starts writing `items`; call [`wait`](Self::wait) first.
-    pub(crate) fn write(&mut self, items: Vec<K>) {
+    pub(crate) fn write(&mut self, items: Vec<Arc<K>>) {
         let mut listed = self.listed.take().unwrap_or_default();
         let store = Arc::clone(&self.store);
         self.writing = Some(tokio::task::spawn_blocking(move || {
-            let page = items.into_iter().map(Arc::new).collect();
-            let error = store.replace_page(page, &mut listed).err();
+            let error = store.replace_page(items, &mut listed).err();
             (listed, error)
         }));
     }

@@ -302,7 +302,8 @@ where
                     self.finish_pages(storing).await;
                     let mut full = self.list_params(resource_version);
                     full.limit = None;
-                    let list = self.lister_watcher.list(&full).await?;
+                    let list =
+                        crate::list_watch::shared_items(self.lister_watcher.list(&full).await?);
                     let mut storing = PageWriter::new(Arc::clone(&self.store));
                     storing.write(list.items);
                     let listed = self.finish_pages(storing).await;

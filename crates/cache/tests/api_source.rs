@@ -77,8 +77,11 @@ async fn a_prefetched_paginated_list_comes_out_whole_and_in_order() {
     );
     // The objects are those kube-client's own decoding gives.
     let theirs = api.list(&ListParams::default()).await.unwrap();
-    let ours: Vec<ConfigMap> = pages.into_iter().flat_map(|page| page.items).collect();
-    assert_eq!(ours, theirs.items);
+    let ours: Vec<std::sync::Arc<ConfigMap>> =
+        pages.into_iter().flat_map(|page| page.items).collect();
+    assert!(ours.iter().map(|cm| &**cm).eq(theirs.items.iter()));
+    // Each in an `Arc` of its own, for the store to keep as it is.
+    assert!(ours.iter().all(|cm| std::sync::Arc::strong_count(cm) == 1));
     // The same list in one page: a body of several hundred kilobytes, read into a mapping.
     let whole = ListerWatcher::list(&api, &ListParams::default())
         .await
