@@ -2,29 +2,27 @@
 //!
 //! `cargo bench -p ctrlkit-cache --bench informer [-- --quick]`
 //!
-//! For 10,000 and 100,000 ConfigMaps and Pods (realistic bodies, managedFields included) the
-//! parent process starts the embedded server and fills it, then runs each client in its own
-//! child process, one after another: kube-runtime's `reflector(store, watcher(..))` and
-//! ctrlkit's `SharedIndexInformer` as is, with `drop_managed_fields`, over a slim projection
-//! type (Pods), and metadata-only. Each child reports the time to synced, its live heap (a
-//! counting allocator) at its peak during the initial sync and once synced, its resident memory,
-//! its CPU time, and then the rate at which it hands a backlog of updates to its handler, and the
-//! CPU time per update: the parent cuts and holds the child's watch, writes the updates straight
-//! into the server's store, then lets the resumed watch replay them (three bursts, the median).
-//! The time to synced and its CPU time are the medians of three syncs per client: two children
-//! that only sync, taken in turn across the clients, before the full ones (a sync of 10,000
-//! objects takes a tenth of a second, where one hiccup of the shared host moves the figure by
-//! half). `--quick` runs 10,000 objects only; `--objects N` and
-//! `--kind pods|configmaps` pick one size and kind; `--client NAME` (repeatable, a name of the
-//! table's client column) runs only those clients; `--chunk-per-event` has the server send
-//! every watch event in an HTTP chunk of its own, as kube-apiserver does, instead of batching
-//! the events that are ready. `--syncs N` takes the median of N syncs per client instead of
-//! three; `--sync-only` makes only those syncs (all children that sync, report and exit) and
-//! prints each client's median, fastest and slowest, for comparing builds' sync times
-//! quickly. `--features bench-mimalloc` or
-//! `--features bench-jemalloc` runs everything on that allocator instead of the system's;
-//! `--features bench-uncounted` leaves out the counting of the live heap (see `HEAP`), and the
-//! heap columns read "–".
+//! For 10,000 and 100,000 ConfigMaps and Pods (realistic bodies, managedFields included) the parent
+//! process starts the embedded server and fills it, then runs each client in its own child process,
+//! one after another: kube-runtime's `reflector(store, watcher(..))` and ctrlkit's
+//! `SharedIndexInformer` as is, with `drop_managed_fields`, over a slim projection type (Pods), and
+//! metadata-only. Each child reports the time to synced, its live heap (a counting allocator) at
+//! its peak during the initial sync and once synced, its resident memory, its CPU time, and then
+//! the rate at which it hands a backlog of updates to its handler, and the CPU time per update: the
+//! parent cuts and holds the child's watch, writes the updates straight into the server's store,
+//! then lets the resumed watch replay them (five bursts, the median). The time to synced and its
+//! CPU time are the medians of seven syncs per client at 10,000 objects and three at 100,000:
+//! children that only sync, taken in turn across the clients, before the full ones (a sync of
+//! 10,000 objects takes a tenth of a second, where one hiccup of the shared host moves the figure
+//! by a fifth). `--quick` runs 10,000 objects only; `--objects N` and `--kind pods|configmaps` pick
+//! one size and kind; `--client NAME` (repeatable, a name of the table's client column) runs only
+//! those clients; `--chunk-per-event` has the server send every watch event in an HTTP chunk of its
+//! own, as kube-apiserver does, instead of batching the events that are ready. `--syncs N` takes
+//! the median of N syncs per client instead; `--sync-only` makes only those syncs (all children
+//! that sync, report and exit) and prints each client's median, fastest and slowest, for comparing
+//! builds' sync times quickly. `--features bench-mimalloc` or `--features bench-jemalloc` runs
+//! everything on that allocator instead of the system's; `--features bench-uncounted` leaves out
+//! the counting of the live heap (see `HEAP`), and the heap columns read "–".
 
 // A benchmark harness: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -96,12 +94,17 @@ fn heap_peak_and_now() -> (usize, usize) {
 
 const NAMESPACE: &str = "bench";
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
-/// Bursts of updates each client replays; the table gives the median.
-const ROUNDS: usize = 3;
+/// Bursts of updates each client replays; the table gives the median. A burst of 20,000
+/// updates at 10,000 ConfigMaps lasts a sixth of a second; with three bursts, runs of the same
+/// code gave ctrlkit's median anywhere from 107,000 to 145,000 updates/s.
+const ROUNDS: usize = 5;
 /// Syncs each client makes unless `--syncs` says otherwise; the table gives the median time and
 /// CPU. All but the last are children that sync, report and exit, taken in turn across the
-/// clients so that each client sees the host in each of its states.
-const SYNC_ROUNDS: usize = 3;
+/// clients so that each client sees the host in each of its states. A sync of 10,000 objects
+/// takes 60–150 ms, which one slow moment of the shared host moves by 10–20 ms: it gets more.
+fn sync_rounds(objects: usize) -> usize {
+    if objects <= 10_000 { 7 } else { 3 }
+}
 /// Set in a child that only syncs and reports.
 const SYNC_ONLY_ENV: &str = "CTRLKIT_INFORMER_BENCH_SYNC_ONLY";
 
@@ -250,19 +253,19 @@ async fn run_size(kind: &str, objects: usize, chunk_per_event: bool) {
         }
         command.spawn().expect("child")
     };
-    let sync_rounds = args
+    let syncs_per_client = args
         .iter()
         .position(|arg| arg == "--syncs")
         .and_then(|i| args.get(i + 1)?.parse::<usize>().ok())
-        .unwrap_or(SYNC_ROUNDS)
+        .unwrap_or_else(|| sync_rounds(objects))
         .max(1);
     let sync_only = args.iter().any(|arg| arg == "--sync-only");
     // The syncs before the full runs (all of them with `--sync-only`): (ms, CPU ms) per client.
     let mut syncs: std::collections::HashMap<&str, Vec<(f64, f64)>> = Default::default();
     let sync_only_rounds = if sync_only {
-        sync_rounds
+        syncs_per_client
     } else {
-        sync_rounds - 1
+        syncs_per_client - 1
     };
     for _ in 0..sync_only_rounds {
         for &client in clients.iter().filter(|c| !c.starts_with("server replay")) {
