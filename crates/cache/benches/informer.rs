@@ -101,7 +101,8 @@ const ROUNDS: usize = 5;
 /// Syncs each client makes unless `--syncs` says otherwise; the table gives the median time and
 /// CPU. All but the last are children that sync, report and exit, taken in turn across the
 /// clients so that each client sees the host in each of its states. A sync of 10,000 objects
-/// takes 60–150 ms, which one slow moment of the shared host moves by 10–20 ms: it gets more.
+/// takes 60–150 ms, which one slow moment of the shared host moves by 10–20 ms, so that size
+/// gets seven.
 fn sync_rounds(objects: usize) -> usize {
     if objects <= 10_000 { 7 } else { 3 }
 }

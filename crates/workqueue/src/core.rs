@@ -387,8 +387,8 @@ where
             }
             let (slot, unused) = Self::find_or_insert(&mut state, item, short);
             // A duplicate is dropped under the lock: dropped after it, 4 producers adding clones
-            // of the same `Arc<str>` keys added 10–15% fewer per second (benches/throughput.rs,
-            // (b)), unlike the item a `done` releases (see `release_if_unused`).
+            // of the same `Arc<str>` keys added 10–30% fewer per second (benches/throughput.rs,
+            // (b10)), unlike the item a `done` releases (see `release_if_unused`).
             drop(unused);
             let mut rank = rank;
             if cancel_wait && let Some((_, waited)) = state.slots[slot as usize].wait.take() {
@@ -412,14 +412,15 @@ where
     ) -> bool {
         let short = self.hash(&item);
         if delay.is_zero() {
-            let (wake, _unused) = {
+            let wake = {
                 let mut state = lock(&self.state);
                 if state.shutting_down {
                     return false;
                 }
                 self.count_retry();
-                let (slot, unused) = Self::find_or_insert(&mut state, item, short);
-                (Self::mark_dirty(&mut state, slot, rank), unused)
+                // A duplicate is dropped under the lock, as in `add`.
+                let (slot, _unused) = Self::find_or_insert(&mut state, item, short);
+                Self::mark_dirty(&mut state, slot, rank)
             };
             wake.run();
             return false;
