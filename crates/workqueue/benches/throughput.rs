@@ -9,8 +9,9 @@
 //!   consumer doing get, forget, done.
 //!
 //! Run: `cargo bench -p ctrlkit-workqueue --bench throughput` (add `-- --quick` for one round,
-//! `-- --ctrlkit-only` to leave out the yardstick, for profiling, and a scenario's name or part
-//! of it to run only those scenarios).
+//! `-- --ctrlkit-only` to leave out the yardstick, for profiling, `-- --threads N` to run (b) on
+//! N runtime threads instead of 2, and a scenario's name or part of it to run only those
+//! scenarios).
 //! Keys are `Arc<str>`s like `"default/object-000042"`: like a Go string (what client-go queues),
 //! copying one copies a pointer. Unlike a Go string's, an `Arc`'s copy and drop also write its
 //! count, on the line that holds the key's text, which every producer and worker shares. (a) and
@@ -114,14 +115,16 @@ enum Adding {
     AddCloned,
 }
 
-/// (b): 4 producers × 4 consumers on a two-thread runtime; adds per second.
+/// (b): 4 producers × 4 consumers on a runtime of `threads` threads (2 unless `--threads N`);
+/// adds per second.
 fn producers_consumers<T: Clone + Eq + Hash + Send + Sync + 'static>(
     keys: &[T],
     rounds: usize,
     adding: Adding,
+    threads: usize,
 ) -> f64 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads)
         .enable_time()
         .build()
         .unwrap();
@@ -295,6 +298,13 @@ fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
     let ctrlkit_only = std::env::args().any(|arg| arg == "--ctrlkit-only");
     let rounds = if quick { 1 } else { 5 };
+    let args: Vec<String> = std::env::args().collect();
+    let threads = args
+        .iter()
+        .position(|arg| arg == "--threads")
+        .and_then(|at| args.get(at + 1))
+        .map(|n| n.parse::<usize>().expect("--threads takes a number"))
+        .unwrap_or(2);
     // Keys are made on first use, so that a filtered run makes only its own.
     let a_keys = std::cell::OnceCell::new();
     let a_keys = || a_keys.get_or_init(|| keys(A_KEYS)).as_slice();
@@ -315,9 +325,12 @@ fn main() {
     let c_keys = keys(C_KEYS);
 
     // Optional filter: only the scenarios whose name contains this text.
-    let filter = std::env::args()
+    let filter = args
+        .iter()
+        .enumerate()
         .skip(1)
-        .find(|arg| !arg.starts_with("--"))
+        .find(|(at, arg)| !arg.starts_with("--") && args[at - 1] != "--threads")
+        .map(|(_, arg)| arg.clone())
         .unwrap_or_default();
     println!("ctrlkit-workqueue throughput (median of {rounds} rounds; M = million per second)");
     println!(
@@ -369,32 +382,32 @@ fn main() {
         ),
         (
             "(b1) 4x4, 100k keys, each producer adds each once (adds/s)",
-            Box::new(|| producers_consumers(&b_keys, 1, Adding::Clones)),
+            Box::new(|| producers_consumers(&b_keys, 1, Adding::Clones, threads)),
             Some(Box::new(|| client_go_producers_consumers(&b_keys, 1))),
         ),
         (
             "(b1) the same, add_cloned(&key)",
-            Box::new(|| producers_consumers(&b_keys, 1, Adding::AddCloned)),
+            Box::new(|| producers_consumers(&b_keys, 1, Adding::AddCloned, threads)),
             Some(Box::new(|| client_go_producers_consumers(&b_keys, 1))),
         ),
         (
             "(b1) the same, &'static str keys",
-            Box::new(|| producers_consumers(&b_static, 1, Adding::Clones)),
+            Box::new(|| producers_consumers(&b_static, 1, Adding::Clones, threads)),
             Some(Box::new(|| client_go_producers_consumers(&b_static, 1))),
         ),
         (
             "(b10) 4x4, 100k keys, each producer adds each 10x (adds/s)",
-            Box::new(|| producers_consumers(&b_keys, 10, Adding::Clones)),
+            Box::new(|| producers_consumers(&b_keys, 10, Adding::Clones, threads)),
             Some(Box::new(|| client_go_producers_consumers(&b_keys, 10))),
         ),
         (
             "(b10) the same, add_cloned(&key)",
-            Box::new(|| producers_consumers(&b_keys, 10, Adding::AddCloned)),
+            Box::new(|| producers_consumers(&b_keys, 10, Adding::AddCloned, threads)),
             Some(Box::new(|| client_go_producers_consumers(&b_keys, 10))),
         ),
         (
             "(b10) the same, &'static str keys",
-            Box::new(|| producers_consumers(&b_static, 10, Adding::Clones)),
+            Box::new(|| producers_consumers(&b_static, 10, Adding::Clones, threads)),
             Some(Box::new(|| client_go_producers_consumers(&b_static, 10))),
         ),
         (
