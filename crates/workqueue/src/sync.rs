@@ -65,9 +65,13 @@ const LONGEST_SLEEP: Duration = Duration::from_millis(1);
 
 /// Waits for the lock in three stages, each for a longer hold than the last:
 ///
-/// 1. Spins, reading (not writing) the lock word, with a doubling pause: 511 pauses in all,
-///    about 15 µs on a core whose pause takes 30 ns. A producer adding in a tight loop re-takes
-///    the lock at once, so a waiter on another core often waits for many holds, not one.
+/// 1. Spins, reading (not writing) the lock word, with a pause of 16 spin hints doubling to 128:
+///    1,008 in all, about 30 µs on a core whose hint takes 30 ns. A producer adding in a tight
+///    loop re-takes the lock at once, so a waiter on another core often waits for many holds,
+///    not one. Not checking at once lets a holder run a burst of holds with the queue's lines in
+///    its own cache, instead of having them taken at every release: pauses starting at 16
+///    instead of 1 gave (b) 10–25% more adds per second, on both kinds of host placement of
+///    `docs/BENCHMARKS.md`; starting at 16 but doubling to 1,024 gave less.
 /// 2. Yields its thread, [`YIELDS`] times, checking the word between yields: a holder that was
 ///    preempted on this core gets to run.
 /// 3. Sleeps, from [`FIRST_SLEEP`] doubling to [`LONGEST_SLEEP`], for a hold that lasts (a table
@@ -80,7 +84,7 @@ const LONGEST_SLEEP: Duration = Duration::from_millis(1);
 #[cold]
 fn lock_contended<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     for round in 0..SPIN_ROUNDS {
-        for _ in 0..(1u32 << round.min(7)) {
+        for _ in 0..(16u32 << round.min(3)) {
             std::hint::spin_loop();
         }
         if let Some(guard) = try_if_free(mutex) {
