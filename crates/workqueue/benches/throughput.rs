@@ -20,8 +20,9 @@
 //! `add_cloned(&key)`, which clones only a key the queue does not hold. Each figure is the
 //! median of several rounds.
 //!
-//! The run begins and ends with the machine's core-to-core hand-off time (see
-//! `core_to_core_handoff_ns`), which tells a run on a host that placed the two cores apart.
+//! Each row ends with the machine's core-to-core hand-off time, taken after each round (median;
+//! see `core_to_core_handoff_ns`): it tells rows run while the host placed the two virtual CPUs
+//! apart.
 //!
 //! Beside ctrlkit's figure, (a), (a') and (b) print that of client-go's queue design written in
 //! Rust (`support/client_go_design.rs`), measured round by round in turn with ctrlkit's: this
@@ -276,8 +277,8 @@ fn client_go_producers_consumers<T: Clone + Eq + Hash + Send + Sync>(
 }
 
 /// The time one core takes to see a write another core made, in nanoseconds: two threads take
-/// turns incrementing one counter, each waiting to see the other's increment; the median over
-/// five runs of 200,000 turns of the time per turn.
+/// turns incrementing one counter, each waiting to see the other's increment; the time per turn
+/// over 200,000 turns.
 ///
 /// On a virtual machine this moves with where the host places the two virtual CPUs: about 30 ns
 /// when they share a core complex, about 180–200 ns when they do not. (b), where two cores take
@@ -285,52 +286,53 @@ fn client_go_producers_consumers<T: Clone + Eq + Hash + Send + Sync>(
 fn core_to_core_handoff_ns() -> f64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     const TURNS: u64 = 200_000;
-    let mut runs: Vec<f64> = (0..5)
-        .map(|_| {
-            let turn = AtomicU64::new(0);
-            let start = Instant::now();
-            std::thread::scope(|scope| {
-                for me in 0..2 {
-                    let turn = &turn;
-                    scope.spawn(move || {
-                        let mut mine = me;
-                        while mine < TURNS {
-                            while turn.load(Ordering::Acquire) != mine {
-                                std::hint::spin_loop();
-                            }
-                            turn.store(mine + 1, Ordering::Release);
-                            mine += 2;
-                        }
-                    });
+    let turn = AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for me in 0..2 {
+            let turn = &turn;
+            scope.spawn(move || {
+                let mut mine = me;
+                while mine < TURNS {
+                    while turn.load(Ordering::Acquire) != mine {
+                        std::hint::spin_loop();
+                    }
+                    turn.store(mine + 1, Ordering::Release);
+                    mine += 2;
                 }
             });
-            start.elapsed().as_nanos() as f64 / TURNS as f64
-        })
-        .collect();
-    runs.sort_by(f64::total_cmp);
-    runs[runs.len() / 2]
+        }
+    });
+    start.elapsed().as_nanos() as f64 / TURNS as f64
 }
 
-/// Medians over `rounds` rounds (after one warm-up) of ctrlkit's figure and, when given, the
-/// yardstick's, run in turn so that both see the machine in the same state.
+/// Medians over `rounds` rounds (after one warm-up) of ctrlkit's figure, of the yardstick's
+/// when given (run in turn, so that both see the machine in the same state), and of the
+/// core-to-core hand-off time taken after each round.
 fn measure(
     rounds: usize,
     run: &mut dyn FnMut() -> f64,
     mut yardstick: Option<&mut Box<dyn FnMut() -> f64 + '_>>,
-) -> (f64, Option<f64>) {
+) -> (f64, Option<f64>, f64) {
     run();
     if let Some(yardstick) = yardstick.as_mut() {
         yardstick();
     }
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
+    let mut handoffs = Vec::new();
     for _ in 0..rounds {
         ours.push(run());
+        handoffs.push(core_to_core_handoff_ns());
         if let Some(yardstick) = yardstick.as_mut() {
             theirs.push(yardstick());
         }
     }
-    (median(ours), yardstick.map(|_| median(theirs)))
+    (
+        median(ours),
+        yardstick.map(|_| median(theirs)),
+        median(handoffs),
+    )
 }
 
 fn main() {
@@ -373,12 +375,8 @@ fn main() {
         .unwrap_or_default();
     println!("ctrlkit-workqueue throughput (median of {rounds} rounds; M = million per second)");
     println!(
-        "core-to-core hand-off before: {:.0} ns",
-        core_to_core_handoff_ns()
-    );
-    println!(
-        "{:<66} {:>9} {:>15} {:>6}",
-        "scenario", "ctrlkit", "client-go design", "ratio"
+        "{:<66} {:>9} {:>15} {:>6} {:>9}",
+        "scenario", "ctrlkit", "client-go design", "ratio", "hand-off"
     );
     type Run<'a> = Box<dyn FnMut() -> f64 + 'a>;
     type Scenario<'a> = (&'static str, Run<'a>, Option<Run<'a>>);
@@ -466,19 +464,20 @@ fn main() {
         if ctrlkit_only {
             yardstick = None;
         }
-        let (ours, theirs) = measure(rounds, &mut run, yardstick.as_mut());
+        let (ours, theirs, handoff) = measure(rounds, &mut run, yardstick.as_mut());
         match theirs {
             Some(theirs) => println!(
-                "{name:<66} {:>5.2} M/s {:>11.2} M/s {:>5.2}x",
+                "{name:<66} {:>5.2} M/s {:>11.2} M/s {:>5.2}x {handoff:>6.0} ns",
                 ours / 1e6,
                 theirs / 1e6,
                 ours / theirs
             ),
-            None => println!("{name:<66} {:>5.2} M/s", ours / 1e6),
+            None => println!(
+                "{name:<66} {:>5.2} M/s {:>15} {:>6} {handoff:>6.0} ns",
+                ours / 1e6,
+                "",
+                ""
+            ),
         }
     }
-    println!(
-        "core-to-core hand-off after: {:.0} ns",
-        core_to_core_handoff_ns()
-    );
 }
