@@ -309,7 +309,8 @@ where
     /// drop once the lock is released. Dropping a copy of a shared key (an `Arc`) writes its
     /// count, on a line the worker's own copy shares; done after the lock, 4 workers releasing
     /// `Arc<str>` keys their producers added with `add_cloned` got 4–20% more adds per second
-    /// through the queue (benches/throughput.rs, (b)).
+    /// through the queue with a parking lock, and 30–70% more with the spin lock of
+    /// [`sync`](crate::sync) (benches/throughput.rs, (b1)).
     ///
     /// Its table entry stays until the slot is reused (then it is removed, or kept when the new
     /// item has the same hash, see [`find_or_insert`](Self::find_or_insert)): a lookup can never
@@ -387,8 +388,9 @@ where
             }
             let (slot, unused) = Self::find_or_insert(&mut state, item, short);
             // A duplicate is dropped under the lock: dropped after it, 4 producers adding clones
-            // of the same `Arc<str>` keys added 10–30% fewer per second (benches/throughput.rs,
-            // (b10)), unlike the item a `done` releases (see `release_if_unused`).
+            // of the same `Arc<str>` keys added 10–30% fewer per second with a parking lock, and
+            // 30–65% fewer with the spin lock (benches/throughput.rs, (b)), unlike the item a
+            // `done` releases (see `release_if_unused`).
             drop(unused);
             let mut rank = rank;
             if cancel_wait && let Some((_, waited)) = state.slots[slot as usize].wait.take() {
