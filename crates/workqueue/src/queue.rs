@@ -216,7 +216,7 @@ where
 mod tests {
     use std::hash::{Hash, Hasher};
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
     use super::Queue;
 
@@ -351,5 +351,71 @@ mod tests {
         queue.shut_down();
         assert_eq!(queue.get().await.as_deref(), Some(&"a"));
         assert!(queue.get().await.is_none());
+    }
+
+    /// The real lock under contention (the model checkers swap in their own): producers and
+    /// workers in tight loops on more runtime threads than the machine has cores.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 6)]
+    async fn under_contention_no_item_is_handed_out_twice_at_once_and_no_add_is_lost() {
+        const KEYS: usize = 500;
+        const ROUNDS: u64 = 40;
+        let queue: Queue<usize> = Queue::new();
+        // Each producer bumps a key's version before adding it: a `get` that hands the key out
+        // after an add sees that add's version or a later one.
+        let versions: Arc<Vec<AtomicU64>> =
+            Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+        let seen: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+        let in_flight: Arc<Vec<AtomicBool>> =
+            Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+        let producers: Vec<_> = (0..4)
+            .map(|_| {
+                let queue = queue.clone();
+                let versions = Arc::clone(&versions);
+                tokio::spawn(async move {
+                    for _ in 0..ROUNDS {
+                        for key in 0..KEYS {
+                            versions[key].fetch_add(1, Ordering::SeqCst);
+                            queue.add(key);
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                })
+            })
+            .collect();
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let queue = queue.clone();
+                let (versions, seen, in_flight) = (
+                    Arc::clone(&versions),
+                    Arc::clone(&seen),
+                    Arc::clone(&in_flight),
+                );
+                tokio::spawn(async move {
+                    while let Some(item) = queue.get().await {
+                        let key = *item;
+                        assert!(
+                            !in_flight[key].swap(true, Ordering::SeqCst),
+                            "key {key} handed to two workers at once"
+                        );
+                        seen[key].fetch_max(versions[key].load(Ordering::SeqCst), Ordering::SeqCst);
+                        in_flight[key].store(false, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for producer in producers {
+            producer.await.expect("a producer panicked");
+        }
+        queue.shut_down_with_drain().await;
+        for worker in workers {
+            worker.await.expect("a worker panicked");
+        }
+        for key in 0..KEYS {
+            assert_eq!(
+                seen[key].load(Ordering::SeqCst),
+                4 * ROUNDS,
+                "key {key}: its last add was never handed out"
+            );
+        }
     }
 }
