@@ -93,24 +93,31 @@ fn lock_contended<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
     for _ in 0..YIELDS {
         std::thread::yield_now();
-        for _ in 0..64 {
-            if let Some(guard) = try_if_free(mutex) {
-                return guard;
-            }
-            std::hint::spin_loop();
+        if let Some(guard) = try_for_a_while(mutex) {
+            return guard;
         }
     }
     let mut sleep = FIRST_SLEEP;
     loop {
         std::thread::sleep(sleep);
         sleep = (sleep * 2).min(LONGEST_SLEEP);
-        for _ in 0..64 {
-            if let Some(guard) = try_if_free(mutex) {
-                return guard;
-            }
-            std::hint::spin_loop();
+        if let Some(guard) = try_for_a_while(mutex) {
+            return guard;
         }
     }
+}
+
+/// Looks at the lock word 64 times, a spin hint apart, taking the lock if it is seen free: what
+/// a waiter does each time its thread runs again after a yield or a sleep.
+#[cfg(not(any(feature = "shuttle", feature = "loom")))]
+fn try_for_a_while<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    for _ in 0..64 {
+        if let Some(guard) = try_if_free(mutex) {
+            return Some(guard);
+        }
+        std::hint::spin_loop();
+    }
+    None
 }
 
 /// Takes the lock if its word says it is free: a waiter reads the word, and writes it (taking
@@ -178,17 +185,17 @@ mod tests {
     #[test]
     fn a_waiter_that_went_to_sleep_takes_the_lock_once_it_is_free() {
         let shared = Arc::new(Mutex::new(Vec::new()));
-        let holding = Arc::new(AtomicBool::new(false));
+        let waiting = Arc::new(AtomicBool::new(false));
         let held = lock(&shared);
         let waiter = {
             let shared = Arc::clone(&shared);
-            let holding = Arc::clone(&holding);
+            let waiting = Arc::clone(&waiting);
             std::thread::spawn(move || {
-                holding.store(true, Ordering::Release);
+                waiting.store(true, Ordering::Release);
                 lock(&shared).push("waiter");
             })
         };
-        while !holding.load(Ordering::Acquire) {
+        while !waiting.load(Ordering::Acquire) {
             std::thread::yield_now();
         }
         // Long past the spinning and yielding stages: the waiter sleeps.
