@@ -281,7 +281,7 @@ fn client_go_producers_consumers<T: Clone + Eq + Hash + Send + Sync>(
 /// over 200,000 turns.
 ///
 /// On a virtual machine this moves with where the host places the two virtual CPUs: about 30 ns
-/// when they share a core complex, about 180–200 ns when they do not. (b), where two cores take
+/// when they share a core complex, about 180–270 ns when they do not. (b), where two cores take
 /// one lock and share the keys' lines, follows it; one-thread scenarios do not.
 fn core_to_core_handoff_ns() -> f64 {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -336,10 +336,10 @@ fn measure(
 }
 
 fn main() {
-    let quick = std::env::args().any(|arg| arg == "--quick");
-    let ctrlkit_only = std::env::args().any(|arg| arg == "--ctrlkit-only");
-    let rounds = if quick { 1 } else { 5 };
     let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|arg| arg == "--quick");
+    let ctrlkit_only = args.iter().any(|arg| arg == "--ctrlkit-only");
+    let rounds = if quick { 1 } else { 5 };
     let threads = args
         .iter()
         .position(|arg| arg == "--threads")
