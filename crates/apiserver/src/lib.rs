@@ -4,7 +4,8 @@
 //! socket, as an in-process `tower` service), from an in-process store, so that controllers run
 //! and are tested without a cluster:
 //!
-//! - [`resource`] and [`registry`]: what is served;
+//! - [`kinds`], [`resource`] and [`registry`]: what is served, built-in kinds from k8s-openapi's
+//!   types;
 //! - [`storage`]: objects with kube-apiserver's resourceVersion, write and watch semantics;
 //! - [`rest`]: the URLs, verbs, selectors, pages, watch streams, discovery and `Status` errors;
 //! - [`server`]: binding and running it;
@@ -17,9 +18,11 @@
 pub mod auth;
 pub mod faults;
 pub mod in_process;
+pub mod kinds;
 mod link;
 pub mod patch;
 pub mod registry;
+pub mod request;
 pub mod resource;
 pub mod rest;
 pub mod selector;

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::kinds::{BuiltinType, builtin_types};
+
 /// A resource the server serves, as its discovery document describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceKind {
@@ -30,23 +32,23 @@ pub struct ResourceKind {
     pub requires_resource_version_on_update: bool,
     /// Whether an update of a missing object creates it (leases do; custom resources do not).
     pub create_on_update: bool,
+    /// Categories, e.g. `all`.
+    pub categories: Vec<String>,
+    /// Whether it has a `scale` subresource.
+    pub scale: bool,
+    /// Whether a DELETE that removes an object answers with the object (rather than a `Status`).
+    pub returns_deleted_object: bool,
+    /// The fields a field selector may name besides `metadata.name` and `metadata.namespace`.
+    pub selectable_fields: Vec<SelectableField>,
+    /// The built-in type behind it; `None` for a custom resource.
+    pub builtin: Option<&'static BuiltinType>,
 }
-
-/// The API groups of the built-in resources. A CRD cannot define a resource in the core or
-/// `apps` group, and in a `*.k8s.io` group only with Kubernetes' API approval.
-const BUILTIN_GROUPS: [&str; 5] = [
-    "",
-    "apps",
-    "coordination.k8s.io",
-    "events.k8s.io",
-    "apiextensions.k8s.io",
-];
 
 impl ResourceKind {
     /// Whether this is one of [`builtin_resources`], not a custom resource: only those take a
     /// strategic merge patch.
     pub fn is_builtin(&self) -> bool {
-        BUILTIN_GROUPS.contains(&self.group.as_str())
+        self.builtin.is_some()
     }
 
     /// `<plural>` for the core group and `<plural>.<group>` otherwise: how error messages name it.
@@ -76,6 +78,17 @@ impl ResourceKind {
     }
 }
 
+/// A field a field selector may name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectableField {
+    /// Its name in a selector, e.g. `spec.nodeName`.
+    pub label: String,
+    /// The dotted JSON path it reads.
+    pub path: String,
+    /// Its value when the object leaves the path out.
+    pub absent: String,
+}
+
 /// A resource's identity in the store: its group and plural name (all versions share storage).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceKey {
@@ -95,164 +108,43 @@ impl fmt::Display for ResourceKey {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    version: &str,
-    plural: &str,
-    singular: &str,
-    kind: &str,
-    namespaced: bool,
-    short_names: &[&str],
-    status_subresource: bool,
-    tracks_generation: bool,
-) -> ResourceKind {
-    ResourceKind {
-        group: group.to_string(),
-        version: version.to_string(),
-        plural: plural.to_string(),
-        singular: singular.to_string(),
-        kind: kind.to_string(),
-        namespaced,
-        short_names: short_names.iter().map(|s| s.to_string()).collect(),
-        status_subresource,
-        tracks_generation,
-        requires_resource_version_on_update: false,
-        create_on_update: false,
+impl ResourceKind {
+    /// The resource a built-in type defines.
+    pub fn builtin(builtin: &'static BuiltinType) -> Self {
+        let facts = &builtin.facts;
+        let strings = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
+        Self {
+            group: builtin.group.to_string(),
+            version: builtin.version.to_string(),
+            plural: builtin.plural.to_string(),
+            singular: builtin.kind.to_ascii_lowercase(),
+            kind: builtin.kind.to_string(),
+            namespaced: builtin.namespaced,
+            short_names: strings(facts.short_names),
+            status_subresource: facts.status,
+            tracks_generation: facts.generation,
+            requires_resource_version_on_update: facts.requires_resource_version,
+            create_on_update: facts.create_on_update,
+            categories: strings(facts.categories),
+            scale: facts.scale,
+            returns_deleted_object: facts.returns_deleted_object,
+            selectable_fields: facts
+                .selectable_fields
+                .iter()
+                .map(|(label, path, absent)| SelectableField {
+                    label: label.to_string(),
+                    path: path.to_string(),
+                    absent: absent.to_string(),
+                })
+                .collect(),
+            builtin: Some(builtin),
+        }
     }
 }
 
 /// The built-in resources the server serves before any CRD is created.
 pub fn builtin_resources() -> Vec<ResourceKind> {
-    let mut lease = builtin(
-        "coordination.k8s.io",
-        "v1",
-        "leases",
-        "lease",
-        "Lease",
-        true,
-        &[],
-        false,
-        false,
-    );
-    lease.requires_resource_version_on_update = true;
-    lease.create_on_update = true;
-    let mut crd = builtin(
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "customresourcedefinition",
-        "CustomResourceDefinition",
-        false,
-        &["crd", "crds"],
-        true,
-        true,
-    );
-    crd.requires_resource_version_on_update = true;
-    vec![
-        builtin(
-            "",
-            "v1",
-            "namespaces",
-            "namespace",
-            "Namespace",
-            false,
-            &["ns"],
-            true,
-            false,
-        ),
-        builtin("", "v1", "pods", "pod", "Pod", true, &["po"], true, true),
-        builtin(
-            "",
-            "v1",
-            "configmaps",
-            "configmap",
-            "ConfigMap",
-            true,
-            &["cm"],
-            false,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "secrets",
-            "secret",
-            "Secret",
-            true,
-            &[],
-            false,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "services",
-            "service",
-            "Service",
-            true,
-            &["svc"],
-            true,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "endpoints",
-            "endpoints",
-            "Endpoints",
-            true,
-            &["ep"],
-            false,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "events",
-            "event",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            false,
-        ),
-        builtin(
-            "apps",
-            "v1",
-            "deployments",
-            "deployment",
-            "Deployment",
-            true,
-            &["deploy"],
-            true,
-            true,
-        ),
-        builtin(
-            "apps",
-            "v1",
-            "replicasets",
-            "replicaset",
-            "ReplicaSet",
-            true,
-            &["rs"],
-            true,
-            true,
-        ),
-        lease,
-        builtin(
-            "events.k8s.io",
-            "v1",
-            "events",
-            "event",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            false,
-        ),
-        crd,
-    ]
+    builtin_types().iter().map(ResourceKind::builtin).collect()
 }
 
 #[cfg(test)]

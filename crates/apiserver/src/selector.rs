@@ -4,6 +4,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::resource::SelectableField;
+
 /// Why a selector could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
@@ -151,15 +153,32 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector over `metadata.name` and `metadata.namespace`.
+/// One requirement of a field selector: the field's path, what it reads when absent, whether
+/// it must equal (or differ from) the value, and the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FieldRequirement {
+    path: Vec<String>,
+    absent: String,
+    equal: bool,
+    value: String,
+}
+
+/// A parsed field selector over `metadata.name`, `metadata.namespace` and the resource's own
+/// selectable fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSelector {
-    requirements: Vec<(String, bool, String)>,
+    requirements: Vec<FieldRequirement>,
 }
 
 impl FieldSelector {
-    /// Parses `metadata.name=x,metadata.namespace!=y`; empty selects everything.
+    /// Parses `metadata.name=x,metadata.namespace!=y`; empty selects everything. Only
+    /// `metadata.name` and `metadata.namespace` may be named.
     pub fn parse(text: &str) -> Result<Self, SelectorError> {
+        Self::parse_for(text, &[])
+    }
+
+    /// Parses a selector that may also name the fields of `selectable`.
+    pub fn parse_for(text: &str, selectable: &[SelectableField]) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
         if text.trim().is_empty() {
             return Ok(Self { requirements });
@@ -176,22 +195,41 @@ impl FieldSelector {
                 return Err(SelectorError::Syntax(part.to_string()));
             };
             let field = field.trim();
-            if field != "metadata.name" && field != "metadata.namespace" {
-                return Err(SelectorError::UnsupportedField(field.to_string()));
-            }
-            requirements.push((field.to_string(), equal, value.trim().to_string()));
+            let (path, absent) = match field {
+                "metadata.name" | "metadata.namespace" => (field, ""),
+                _ => match selectable
+                    .iter()
+                    .find(|selectable| selectable.label == field)
+                {
+                    Some(selectable) => (selectable.path.as_str(), selectable.absent.as_str()),
+                    None => return Err(SelectorError::UnsupportedField(field.to_string())),
+                },
+            };
+            requirements.push(FieldRequirement {
+                path: path.split('.').map(str::to_string).collect(),
+                absent: absent.to_string(),
+                equal,
+                value: value.trim().to_string(),
+            });
         }
         Ok(Self { requirements })
     }
 
     /// Whether `object` satisfies every requirement.
     pub fn matches(&self, object: &Value) -> bool {
-        self.requirements.iter().all(|(field, equal, value)| {
-            let actual = match field.as_str() {
-                "metadata.name" => object["metadata"]["name"].as_str().unwrap_or(""),
-                _ => object["metadata"]["namespace"].as_str().unwrap_or(""),
+        self.requirements.iter().all(|requirement| {
+            let found = requirement
+                .path
+                .iter()
+                .try_fold(object, |value, segment| value.get(segment));
+            let actual = match found {
+                Some(Value::String(text)) => std::borrow::Cow::Borrowed(text.as_str()),
+                Some(Value::Bool(flag)) => flag.to_string().into(),
+                Some(Value::Number(number)) => number.to_string().into(),
+                Some(Value::Null) | None => requirement.absent.as_str().into(),
+                Some(other) => other.to_string().into(),
             };
-            (actual == value) == *equal
+            (actual == requirement.value.as_str()) == requirement.equal
         })
     }
 

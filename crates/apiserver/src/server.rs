@@ -130,8 +130,10 @@ impl ApiServer {
             faults: Faults::default(),
             link: Arc::clone(&link),
             chunks: crate::rest::chunk_buffers::ChunkBuffers::default(),
+            services: Default::default(),
         });
         serve_stored_crds(&app);
+        crate::rest::cluster::bootstrap(&app);
         let router = Router::new().fallback(handle).with_state(Arc::clone(&app));
         tokio::spawn(cluster_controllers(Arc::downgrade(&app), link.subscribe()));
         let tls = config.tls.is_some();

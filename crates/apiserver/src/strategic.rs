@@ -440,6 +440,7 @@ mod tests {
         );
         let mut custom = builtins[0].clone();
         custom.group = "samplecontroller.k8s.io".into();
+        custom.builtin = None;
         assert!(!custom.is_builtin());
     }
 

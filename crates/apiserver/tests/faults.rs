@@ -104,8 +104,9 @@ async fn delays_hold_a_request_then_serve_it() {
 async fn cut_watches_end_every_open_stream() {
     let (server, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let from = server.store().resource_version().to_string();
     let mut events = api
-        .watch(&WatchParams::default(), "0")
+        .watch(&WatchParams::default(), &from)
         .await
         .unwrap()
         .boxed();
@@ -336,6 +337,7 @@ async fn a_watch_batches_a_backlog_unless_told_to_send_a_chunk_per_event() {
         let server = ApiServer::start(config).await.unwrap();
         let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
         let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let from = server.store().resource_version();
         for i in 0..50 {
             api.create(&PostParams::default(), &configmap(&format!("cm-{i:02}")))
                 .await
@@ -343,7 +345,7 @@ async fn a_watch_batches_a_backlog_unless_told_to_send_a_chunk_per_event() {
         }
         let (status, response) = raw_get(
             &server,
-            &format!("{CONFIGMAPS}?watch=true&resourceVersion=1&timeoutSeconds=1"),
+            &format!("{CONFIGMAPS}?watch=true&resourceVersion={from}&timeoutSeconds=1"),
         )
         .await
         .unwrap();

@@ -96,7 +96,8 @@ async fn configmap_lifecycle() {
         .unwrap();
     assert_eq!(web.items.len(), 1);
     let all = api.list(&ListParams::default()).await.unwrap();
-    assert_eq!(all.items.len(), 2);
+    // The two, and the cluster's `kube-root-ca.crt` every namespace has.
+    assert_eq!(all.items.len(), 3);
     assert!(all.metadata.resource_version.is_some());
 
     // Update with the current version, then again with the stale one.
@@ -175,10 +176,12 @@ async fn watch_streams_every_change_in_order() {
         .await
         .unwrap()
         .boxed();
-    // From "0": a synthetic ADDED for what exists.
-    match events.try_next().await.unwrap().unwrap() {
-        WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("before")),
-        other => panic!("unexpected {other:?}"),
+    // From "0": a synthetic ADDED for what exists (with the cluster's `kube-root-ca.crt`).
+    for expected in ["before", "kube-root-ca.crt"] {
+        match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some(expected)),
+            other => panic!("unexpected {other:?}"),
+        }
     }
     let created = api
         .create(&PostParams::default(), &configmap("after", &[]))
@@ -724,7 +727,11 @@ async fn lists_read_one_snapshot_and_exact_reads_the_past() {
             .await
             .unwrap();
         assert_eq!(page.metadata.resource_version.as_deref(), Some(at.as_str()));
-        for cm in &page.items {
+        for cm in page
+            .items
+            .iter()
+            .filter(|cm| cm.metadata.name.as_deref() != Some("kube-root-ca.crt"))
+        {
             assert_eq!(
                 kube::ResourceExt::labels(cm)["v"],
                 "1",
@@ -739,12 +746,14 @@ async fn lists_read_one_snapshot_and_exact_reads_the_past() {
         );
         token = page.metadata.continue_;
     }
+    names.retain(|name| name != "kube-root-ca.crt");
     assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4", "cm-5"]);
 
     let names_of = |list: &kube::core::ObjectList<ConfigMap>| -> Vec<String> {
         list.items
             .iter()
-            .map(|cm| cm.metadata.name.clone().unwrap())
+            .filter_map(|cm| cm.metadata.name.clone())
+            .filter(|name| name != "kube-root-ca.crt")
             .collect()
     };
     let exact = configmaps

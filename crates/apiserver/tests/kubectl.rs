@@ -131,12 +131,15 @@ async fn scenario(version: &str) {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert_eq!(first, "configmap/settings");
+    // What exists: the namespace's `kube-root-ca.crt`, as in any cluster, and ours.
+    for expected in ["configmap/kube-root-ca.crt", "configmap/settings"] {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(line, expected);
+    }
     server
         .store()
         .create(

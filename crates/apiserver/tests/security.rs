@@ -179,7 +179,7 @@ async fn kube_client_with_the_token_is_served_and_without_it_refused() {
         .into_iter()
         .filter_map(|configmap| configmap.metadata.name)
         .collect();
-    assert_eq!(names, ["settings"]);
+    assert_eq!(names, ["kube-root-ca.crt", "settings"]);
 }
 
 #[tokio::test]
@@ -272,7 +272,7 @@ async fn request_bodies_over_the_limit_get_413() {
         );
         assert_eq!(
             status.message,
-            format!("the request body is larger than the limit of {limit} bytes")
+            format!("Request entity too large: limit is {limit}")
         );
     }
     // Just under the limit is accepted, and the refused writes changed nothing.

@@ -39,6 +39,12 @@ async fn server() -> (ApiServer, Client) {
         .create(&PostParams::default(), &namespace)
         .await
         .unwrap();
+    // The namespace holds only the test's objects: without the CA ConfigMap every namespace of
+    // a cluster has.
+    Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
+        .delete("kube-root-ca.crt", &Default::default())
+        .await
+        .unwrap();
     (server, client)
 }
 

@@ -1214,8 +1214,9 @@ async fn the_factory_shares_one_informer_per_kind_and_namespace() {
     assert_eq!(synced.len(), 2, "{synced:?}");
     assert!(synced.values().all(|&synced| synced), "{synced:?}");
     assert!(everywhere.has_synced() && team_a.has_synced());
-    assert_eq!(everywhere.get_indexer().len(), 3);
-    assert_eq!(team_a.get_indexer().len(), 2);
+    // Ours, and the CA ConfigMap of each of the six namespaces (the cluster's four and two).
+    assert_eq!(everywhere.get_indexer().len(), 3 + 6);
+    assert_eq!(team_a.get_indexer().len(), 2 + 1);
 
     let names = |config_maps: Vec<Arc<ConfigMap>>| {
         let mut names: Vec<String> = config_maps
@@ -1228,11 +1229,11 @@ async fn the_factory_shares_one_informer_per_kind_and_namespace() {
     let web: Selector = Expression::Equal("app".into(), "web".into()).into();
     let lister = Lister::new(everywhere.get_indexer());
     assert_eq!(names(lister.list(&web)), ["web-1", "web-2"]);
-    assert_eq!(names(lister.list(&Selector::default())).len(), 3);
+    assert_eq!(names(lister.list(&Selector::default())).len(), 3 + 6);
     assert_eq!(names(lister.namespaced("team-a").list(&web)), ["web-1"]);
     assert_eq!(
         names(lister.namespaced("team-a").list(&Selector::default())),
-        ["db-1", "web-1"]
+        ["db-1", "kube-root-ca.crt", "web-1"]
     );
     assert!(lister.get(Some("team-b"), "web-2").is_some());
     assert!(lister.namespaced("team-b").get("web-1").is_none());

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ctrlkit_apiserver::resource::builtin_resources;
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use ctrlkit_cache::SharedInformerFactory;
 use ctrlkit_controller::{Action, Context, Controller, Health, ReconcileError, Reconciler};
@@ -25,6 +26,16 @@ use tokio_util::sync::CancellationToken;
 
 async fn server() -> (ApiServer, kube::Client) {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    // The namespace starts empty: without the CA ConfigMap every namespace of a cluster has, so
+    // the controller reconciles only what a test writes.
+    let config_maps = builtin_resources()
+        .into_iter()
+        .find(|kind| kind.plural == "configmaps")
+        .unwrap();
+    server
+        .store()
+        .delete(&config_maps, "default", "kube-root-ca.crt", None)
+        .unwrap();
     let client = kube::Client::new(server.service(), "default");
     (server, client)
 }

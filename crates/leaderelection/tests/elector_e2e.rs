@@ -756,17 +756,30 @@ async fn damaged_records_are_taken_over() {
         assert_eq!(a.stopped(), 1);
     }
 
-    // The server does not check a Lease's field types (it stores JSON as sent), so a Lease whose
-    // spec the elector cannot read can be created.
+    // The server refuses a Lease whose fields have the wrong type, as kube-apiserver does; but
+    // one can be in storage (written before that check, or by another writer of the data), and
+    // the elector must not be stuck on it.
     let resource = ApiResource::erase::<Lease>(&());
     let leases: Api<DynamicObject> = Api::namespaced_with(client(&server), NAMESPACE, &resource);
     let mut damaged = DynamicObject::new("wrong-lease", &resource).within(NAMESPACE);
     damaged.data = serde_json::json!({
         "spec": { "holderIdentity": "x", "leaseDurationSeconds": "soon", "leaseTransitions": 4 }
     });
-    leases
-        .create(&PostParams::default(), &damaged)
-        .await
+    match leases.create(&PostParams::default(), &damaged).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 400),
+        other => panic!("a Lease of the wrong field types was accepted: {other:?}"),
+    }
+    let lease_kind = ctrlkit_apiserver::resource::builtin_resources()
+        .into_iter()
+        .find(|kind| kind.plural == "leases")
+        .unwrap();
+    server
+        .store()
+        .create(
+            &lease_kind,
+            NAMESPACE,
+            serde_json::to_value(&damaged).unwrap(),
+        )
         .unwrap();
     let typed: Api<Lease> = Api::namespaced(client(&server), NAMESPACE);
     assert!(

@@ -24,15 +24,7 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
     let singular = names["singular"]
         .as_str()
         .map_or_else(|| kind.to_ascii_lowercase(), str::to_string);
-    let short_names: Vec<String> = names["shortNames"]
-        .as_array()
-        .map(|names| {
-            names
-                .iter()
-                .filter_map(|n| n.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let short_names = string_list(&names["shortNames"]);
     let namespaced = spec["scope"].as_str() != Some("Cluster");
     spec["versions"]
         .as_array()
@@ -53,8 +45,22 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
                 tracks_generation: true,
                 requires_resource_version_on_update: true,
                 create_on_update: false,
+                categories: string_list(&names["categories"]),
+                scale: version["subresources"]["scale"].is_object(),
+                returns_deleted_object: false,
+                selectable_fields: Vec::new(),
+                builtin: None,
             })
         })
+        .collect()
+}
+
+/// The strings of a JSON list (none when it is not one).
+fn string_list(list: &Value) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.as_str().map(str::to_string))
         .collect()
 }
 

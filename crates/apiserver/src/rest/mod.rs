@@ -6,6 +6,7 @@
 
 mod admin;
 pub(crate) mod chunk_buffers;
+pub(crate) mod cluster;
 mod crd;
 pub(crate) use self::crd::serve_stored as serve_stored_crds;
 mod discovery;
@@ -27,6 +28,8 @@ use self::status::{ApiError, json_response};
 use crate::auth::BearerToken;
 use crate::faults::{Fault, Faults};
 use crate::registry::Registry;
+use crate::request::encode::Encoding;
+use crate::request::negotiate::{IncludeObject, Shape, View, negotiate};
 use crate::resource::ResourceKind;
 use crate::storage::Store;
 
@@ -83,6 +86,8 @@ pub struct App {
     pub(crate) link: std::sync::Arc<tokio::sync::watch::Sender<crate::link::Link>>,
     /// The buffers watch streams write their batches into.
     pub(crate) chunks: chunk_buffers::ChunkBuffers,
+    /// The lock under which Services get cluster IPs and node ports.
+    pub(crate) services: crate::kinds::strategy::ServiceAllocations,
 }
 
 /// What a resource URL names.
@@ -251,10 +256,12 @@ fn plain_ok() -> Response {
     response
 }
 
+/// A boolean query parameter as kube-apiserver reads one: present and anything but `false` or
+/// `0` (in any case) is true, even empty.
 fn is_true(query: &Query, name: &str) -> bool {
     query
         .get(name)
-        .is_some_and(|value| value == "true" || value == "1")
+        .is_some_and(|value| !value.eq_ignore_ascii_case("false") && value != "0")
 }
 
 async fn dispatch(
@@ -264,7 +271,7 @@ async fn dispatch(
     request: Request,
 ) -> Result<Response, ApiError> {
     let method = request.method().clone();
-    let (verb, plural) = match &target {
+    let (verb, kind) = match &target {
         Target::Collection { kind, .. } => (
             match method {
                 Method::GET if is_true(&query, "watch") => "watch",
@@ -273,7 +280,7 @@ async fn dispatch(
                 Method::DELETE => "deletecollection",
                 _ => "",
             },
-            kind.plural.clone(),
+            kind,
         ),
         Target::Item { kind, .. } => (
             match method {
@@ -283,52 +290,78 @@ async fn dispatch(
                 Method::DELETE => "delete",
                 _ => "",
             },
-            kind.plural.clone(),
+            kind,
         ),
     };
-    match app.faults.take(verb, &plural) {
+    match app.faults.take(verb, &kind.plural) {
         Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(fault) => return Err(ApiError::injected(fault)),
         None => {}
     }
+    let shape = match verb {
+        "list" | "deletecollection" => Shape::List,
+        "watch" => Shape::Watch,
+        _ => Shape::Object,
+    };
+    let negotiated = negotiate(request.headers(), shape, false)?;
+    let include = match negotiated.view {
+        View::Table => IncludeObject::parse(query.get("includeObject").map(String::as_str))?,
+        _ => IncludeObject::Metadata,
+    };
     match target {
-        Target::Collection { kind, namespace } => match method {
-            Method::GET if is_true(&query, "watch") => {
-                app.faults.watch_admitted().await;
-                read::watch(app, &kind, namespace.as_deref(), &query)
-            }
-            Method::GET => read::list(app, &kind, namespace.as_deref(), &query),
-            Method::POST => {
-                let namespace = namespace.unwrap_or_default();
-                if kind.namespaced && namespace.is_empty() {
-                    return Err(ApiError::method_not_allowed("create"));
+        Target::Collection { kind, namespace } => {
+            let encoding = Encoding {
+                negotiated,
+                kind: &kind,
+                include,
+            };
+            match method {
+                Method::GET if verb == "watch" => {
+                    app.faults.watch_admitted().await;
+                    read::watch(app, &encoding, namespace.as_deref(), &query)
                 }
-                write::create(app, &kind, &namespace, request).await
+                Method::GET => read::list(app, &encoding, namespace.as_deref(), &query),
+                Method::POST => {
+                    let namespace = namespace.unwrap_or_default();
+                    if kind.namespaced && namespace.is_empty() {
+                        return Err(ApiError::method_not_allowed("create"));
+                    }
+                    write::create(app, &encoding, &namespace, &query, request).await
+                }
+                Method::DELETE => {
+                    write::delete_collection(app, &encoding, namespace.as_deref(), &query, request)
+                        .await
+                }
+                other => Err(ApiError::method_not_allowed(other.as_str())),
             }
-            Method::DELETE => write::delete_collection(app, &kind, namespace.as_deref(), &query),
-            other => Err(ApiError::method_not_allowed(other.as_str())),
-        },
+        }
         Target::Item {
             kind,
             namespace,
             name,
             subresource,
         } => {
+            let encoding = Encoding {
+                negotiated,
+                kind: &kind,
+                include,
+            };
             let status_only = match subresource.as_deref() {
                 None => false,
                 Some("status") if kind.status_subresource => true,
                 Some(_) => return Err(ApiError::not_found_path()),
             };
+            let item = write::Item {
+                namespace: &namespace,
+                name: &name,
+                status_only,
+            };
             match method {
-                Method::GET => read::get(app, &kind, &namespace, &name),
-                Method::PUT => {
-                    write::update(app, &kind, &namespace, &name, status_only, request).await
-                }
-                Method::PATCH => {
-                    write::patch(app, &kind, &namespace, &name, status_only, request).await
-                }
+                Method::GET => read::get(app, &encoding, &namespace, &name),
+                Method::PUT => write::update(app, &encoding, item, &query, request).await,
+                Method::PATCH => write::patch(app, &encoding, item, &query, request).await,
                 Method::DELETE if !status_only => {
-                    write::delete(app, &kind, &namespace, &name, &query, request).await
+                    write::delete(app, &encoding, item, &query, request).await
                 }
                 other => Err(ApiError::method_not_allowed(other.as_str())),
             }

@@ -13,23 +13,26 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::chunk_buffers::ChunkBuffers;
-use super::status::{ApiError, object_response};
+use super::status::ApiError;
 use super::{App, Query, is_true};
+use crate::request::encode::Encoding;
+use crate::request::negotiate::{IncludeObject, Negotiated};
 use crate::resource::ResourceKind;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::storage::{EventType, StoreError, Watch, WatchEvent, WatchStart, watch_line};
 
 pub(super) fn get(
     app: &App,
-    kind: &ResourceKind,
+    encoding: &Encoding<'_>,
     namespace: &str,
     name: &str,
 ) -> Result<Response, ApiError> {
+    let kind = encoding.kind;
     let object = app
         .store
         .get(kind, namespace, name)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    Ok(object_response(200, &object))
+    encoding.object(200, &object)
 }
 
 /// A query parameter, empty when absent.
@@ -37,10 +40,13 @@ fn param<'a>(query: &'a Query, name: &str) -> &'a str {
     query.get(name).map_or("", String::as_str)
 }
 
-pub(super) fn selectors(query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+pub(super) fn selectors(
+    kind: &ResourceKind,
+    query: &Query,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(param(query, "labelSelector"))
         .map_err(|error| ApiError::bad_request(error.to_string()))?;
-    let fields = FieldSelector::parse(param(query, "fieldSelector"))
+    let fields = FieldSelector::parse_for(param(query, "fieldSelector"), &kind.selectable_fields)
         .map_err(|error| ApiError::bad_request(error.to_string()))?;
     Ok((labels, fields))
 }
@@ -81,10 +87,11 @@ fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
 
 pub(super) fn list(
     app: &App,
-    kind: &ResourceKind,
+    encoding: &Encoding<'_>,
     namespace: Option<&str>,
     query: &Query,
 ) -> Result<Response, ApiError> {
+    let kind = encoding.kind;
     let version = param(query, "resourceVersion");
     let version_match = query.get("resourceVersionMatch").map(String::as_str);
     let token = query.get("continue").filter(|token| !token.is_empty());
@@ -114,7 +121,7 @@ pub(super) fn list(
             ));
         }
     }
-    let (labels, fields) = selectors(query)?;
+    let (labels, fields) = selectors(kind, query)?;
     let limit = match query.get("limit").filter(|limit| !limit.is_empty()) {
         Some(limit) => limit
             .parse::<usize>()
@@ -180,29 +187,7 @@ pub(super) fn list(
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
-    // Written by hand so that each item is its stored serialization, copied in, never made again.
-    let mut body = Vec::with_capacity(64 + page.len() * 512);
-    body.extend_from_slice(b"{\"kind\":");
-    let head = json!(format!("{}List", kind.kind));
-    let _ = serde_json::to_writer(&mut body, &head);
-    body.extend_from_slice(b",\"apiVersion\":");
-    let _ = serde_json::to_writer(&mut body, &json!(kind.api_version()));
-    body.extend_from_slice(b",\"metadata\":");
-    let _ = serde_json::to_writer(&mut body, &metadata);
-    body.extend_from_slice(b",\"items\":[");
-    for (index, item) in page.iter().enumerate() {
-        if index > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(&item.json());
-    }
-    body.extend_from_slice(b"]}");
-    let mut response = Response::new(Body::from(body));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    Ok(response)
+    encoding.list(metadata, page.iter().map(|item| &**item))
 }
 
 /// A line of a watch stream for an event of a type other than the stored one.
@@ -226,8 +211,8 @@ fn filtered(
     match (event.event_type, &event.previous) {
         (EventType::Modified, Some(previous)) => match (selected(previous), now) {
             (true, true) => Some(Outgoing::Event(event)),
-            (true, false) => Some(Outgoing::Line(watch_line("DELETED", &event.object.json()))),
-            (false, true) => Some(Outgoing::Line(watch_line("ADDED", &event.object.json()))),
+            (true, false) => Some(Outgoing::Retyped(EventType::Deleted, event)),
+            (false, true) => Some(Outgoing::Retyped(EventType::Added, event)),
             (false, false) => None,
         },
         _ => now.then_some(Outgoing::Event(event)),
@@ -238,6 +223,8 @@ fn filtered(
 enum Outgoing {
     /// A stored event, sent as it is.
     Event(Arc<WatchEvent>),
+    /// A stored event's object under another type (it entered or left the selection).
+    Retyped(EventType, Arc<WatchEvent>),
     /// A line made for this stream.
     Line(Bytes),
 }
@@ -247,6 +234,9 @@ impl Outgoing {
     fn into_line(self) -> Bytes {
         match self {
             Self::Event(event) => event.line(),
+            Self::Retyped(event_type, event) => {
+                watch_line(event_type.as_str(), &event.object.json())
+            }
             Self::Line(line) => line,
         }
     }
@@ -255,7 +245,42 @@ impl Outgoing {
     fn write_into(&self, batch: &mut BytesMut) {
         match self {
             Self::Event(event) => event.write_line(batch),
+            Self::Retyped(event_type, event) => {
+                batch.extend_from_slice(&watch_line(event_type.as_str(), &event.object.json()));
+            }
             Self::Line(line) => batch.extend_from_slice(line),
+        }
+    }
+}
+
+/// Renders a stream's events in the form the watcher negotiated: as stored (the shared
+/// serialization), or as Tables (column definitions in the first only) or
+/// `PartialObjectMetadata`.
+struct Renderer {
+    negotiated: Negotiated,
+    include: IncludeObject,
+    headers_sent: bool,
+}
+
+impl Renderer {
+    fn render(&mut self, kind: &ResourceKind, outgoing: Outgoing) -> Outgoing {
+        let (event_type, event) = match outgoing {
+            Outgoing::Event(event) => (event.event_type, event),
+            Outgoing::Retyped(event_type, event) => (event_type, event),
+            line @ Outgoing::Line(_) => return line,
+        };
+        let encoding = Encoding {
+            negotiated: self.negotiated,
+            kind,
+            include: self.include,
+        };
+        match encoding.event_object(&event.object, !self.headers_sent) {
+            None if event_type == event.event_type => Outgoing::Event(event),
+            None => Outgoing::Retyped(event_type, event),
+            Some(object) => {
+                self.headers_sent = true;
+                Outgoing::Line(event_line(event_type.as_str(), &object))
+            }
         }
     }
 }
@@ -285,6 +310,8 @@ struct Stream {
     cuts: tokio::sync::watch::Receiver<u64>,
     /// The server's buffers for batches of events.
     chunks: ChunkBuffers,
+    /// The form the watcher asked its events in.
+    renderer: Renderer,
     /// How many bytes of ready events go in one chunk (see [`RestConfig::watch_batch_bytes`]).
     ///
     /// [`RestConfig::watch_batch_bytes`]: super::RestConfig::watch_batch_bytes
@@ -301,10 +328,17 @@ impl Stream {
             // batches off, every event goes alone.
             return first.into_line();
         }
-        let Some(mut next) = ready(&mut self.watch, &self.labels, &self.fields) else {
+        let Some(mut next) = ready(
+            &mut self.watch,
+            &self.labels,
+            &self.fields,
+            &mut self.renderer,
+            &self.kind,
+        ) else {
             return first.into_line();
         };
         let (watch, labels, fields) = (&mut self.watch, &self.labels, &self.fields);
+        let (renderer, kind) = (&mut self.renderer, &self.kind);
         let batch_bytes = self.batch_bytes;
         // Room for the batch and its last event; an absurd setting asks for no more than
         // 16 MiB up front (a longer batch grows as it is written).
@@ -316,7 +350,7 @@ impl Stream {
                 if batch.len() >= batch_bytes {
                     break;
                 }
-                match ready(watch, labels, fields) {
+                match ready(watch, labels, fields, renderer, kind) {
                     Some(after) => next = after,
                     None => break,
                 }
@@ -338,6 +372,7 @@ impl Stream {
                 next = self.watch.next() => match next {
                     Ok(Some(event)) => {
                         if let Some(first) = filtered(event, &self.labels, &self.fields) {
+                            let first = self.renderer.render(&self.kind, first);
                             return Some(self.with_ready_events(first));
                         }
                     }
@@ -370,12 +405,18 @@ impl Stream {
 
 /// What `watch` sends next of the events that are ready now, after the selectors; `None` when
 /// none is ready, or when the watcher fell behind (the next read ends its stream).
-fn ready(watch: &mut Watch, labels: &LabelSelector, fields: &FieldSelector) -> Option<Outgoing> {
+fn ready(
+    watch: &mut Watch,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+    renderer: &mut Renderer,
+    kind: &ResourceKind,
+) -> Option<Outgoing> {
     loop {
         match watch.try_next() {
             Ok(Some(event)) => {
                 if let Some(outgoing) = filtered(event, labels, fields) {
-                    return Some(outgoing);
+                    return Some(renderer.render(kind, outgoing));
                 }
             }
             Ok(None) | Err(_) => return None,
@@ -403,10 +444,11 @@ fn streaming(chunks: impl futures_util::Stream<Item = Bytes> + Send + 'static) -
 
 pub(super) fn watch(
     app: &App,
-    kind: &ResourceKind,
+    encoding: &Encoding<'_>,
     namespace: Option<&str>,
     query: &Query,
 ) -> Result<Response, ApiError> {
+    let kind = encoding.kind;
     let version = param(query, "resourceVersion");
     let version_match = query
         .get("resourceVersionMatch")
@@ -425,7 +467,7 @@ pub(super) fn watch(
             "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
         ));
     }
-    let (labels, fields) = selectors(query)?;
+    let (labels, fields) = selectors(kind, query)?;
     let start = if send_initial || version.is_empty() || version == "0" {
         if send_initial && !version.is_empty() && version != "0" {
             not_newer_than(version, app.store.resource_version(), kind)?;
@@ -469,6 +511,11 @@ pub(super) fn watch(
         ended: false,
         cuts: app.faults.watch_cuts(),
         chunks: app.chunks.clone(),
+        renderer: Renderer {
+            negotiated: encoding.negotiated,
+            include: encoding.include,
+            headers_sent: false,
+        },
         batch_bytes: app.config.watch_batch_bytes,
     };
     let chunks = futures_util::stream::unfold(stream, |mut stream| async move {

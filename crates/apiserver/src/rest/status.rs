@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::faults::Fault;
 use crate::resource::ResourceKind;
-use crate::storage::{StoreError, StoredObject};
+use crate::storage::{Cause, StoreError, StoredObject, causes_text};
 
 /// An error answer of the REST layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,49 +60,99 @@ impl ApiError {
         Self::new(
             413,
             "RequestEntityTooLarge",
-            format!("the request body is larger than the limit of {limit} bytes"),
+            format!("Request entity too large: limit is {limit}"),
         )
     }
 
-    /// 415 UnsupportedMediaType: a patch type the resource does not take (custom resources take
-    /// no strategic merge patch).
-    pub fn unsupported_media_type(content_type: &str, strategic: bool) -> Self {
-        let strategic = if strategic {
-            ", application/strategic-merge-patch+json"
+    /// 415 UnsupportedMediaType: a body in a media type the resource does not take.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+
+    /// 406 NotAcceptable: no media type of the `Accept` header can be given.
+    pub fn not_acceptable(accepted: &[&str]) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+
+    /// 403 Forbidden: `<resource> "<name>" is forbidden: <why>`.
+    pub fn forbidden(plural: &str, group: &str, name: &str, why: impl std::fmt::Display) -> Self {
+        let resource = if group.is_empty() {
+            plural.to_string()
         } else {
-            ""
+            format!("{plural}.{group}")
         };
-        Self::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json{strategic} (got {content_type:?})"
-            ),
-        )
+        Self {
+            details: Some(json!({"name": name, "group": group, "kind": plural})),
+            ..Self::new(
+                403,
+                "Forbidden",
+                format!("{resource} {name:?} is forbidden: {why}"),
+            )
+        }
     }
 
-    /// 415 UnsupportedMediaType for an object body that is not JSON.
-    pub fn unsupported_body(content_type: &str) -> Self {
-        Self::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json (got {content_type:?})"
-            ),
-        )
+    /// 500 InternalError: `Internal error occurred: <why>`.
+    pub fn internal(why: impl std::fmt::Display) -> Self {
+        Self {
+            details: Some(json!({"causes": [{"message": why.to_string()}]})),
+            ..Self::new(
+                500,
+                "InternalError",
+                format!("Internal error occurred: {why}"),
+            )
+        }
+    }
+
+    /// 422 Invalid with only a message (a JSON patch that cannot be applied).
+    pub fn invalid_message(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
     }
 
     /// 422 Invalid for request options (`ListOptions`), with one cause.
     pub fn invalid_options(field: &str, message: &str) -> Self {
-        let text = format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}");
+        let cause = Cause {
+            reason: "FieldValueForbidden",
+            field: field.to_string(),
+            message: message.to_string(),
+        };
+        Self::invalid("meta.k8s.io", "ListOptions", "", vec![cause])
+    }
+
+    /// 422 Invalid: `<Kind>[.<group>] "<name>" is invalid: <causes>`, one cause per field error,
+    /// as kube-apiserver's `NewInvalid`.
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         Self {
             code: 422,
             reason: "Invalid",
-            message: text,
+            message: format!("{qualified} {name:?} is invalid: {}", causes_text(&causes)),
             details: Some(json!({
-                "group": "meta.k8s.io",
-                "kind": "ListOptions",
-                "causes": [{"reason": "FieldValueForbidden", "message": message, "field": field}],
+                "name": name,
+                "group": group,
+                "kind": kind,
+                "causes": causes.iter().map(|cause| json!({
+                    "reason": cause.reason,
+                    "message": cause.message,
+                    "field": cause.field,
+                })).collect::<Vec<_>>(),
             })),
             retry_after: None,
         }

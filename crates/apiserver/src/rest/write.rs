@@ -1,16 +1,35 @@
-//! Writes: create, update, patch, delete and deletecollection.
+//! Writes: create, update, patch, delete and deletecollection, through kube-apiserver's
+//! pipeline: options, body, decoding into the kind's type (defaults, field validation), the
+//! kind's strategy, the store (or, with `dryRun=All`, everything but the store), the answer.
 
 use axum::extract::Request;
 use axum::http::header;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::status::{ApiError, json_response, object_response, success};
+use super::status::{ApiError, json_response, success};
 use super::{App, Query, crd};
+use crate::kinds::strategy::{self, Context};
 use crate::patch::{json_patch, merge_patch};
+use crate::request::body::{ParsedBody, parse_json, parse_yaml};
+use crate::request::decode::{DecodedObject, Origin, decode_object};
+use crate::request::encode::Encoding;
+use crate::request::options::{Verb, WriteOptions};
+use crate::request::warnings::add_warnings;
 use crate::resource::ResourceKind;
-use crate::storage::{Deleted, Propagation};
+use crate::storage::{Deleted, Propagation, StoreError, StoredObject, random_suffix};
 use crate::strategic::strategic_merge_patch;
+
+const JSON: &str = "application/json";
+const YAML: &str = "application/yaml";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+const JSON_PATCH: &str = "application/json-patch+json";
+const MERGE_PATCH: &str = "application/merge-patch+json";
+const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+/// How many names a create from `generateName` tries before it gives up on clashes.
+const GENERATE_NAME_TRIES: usize = 8;
 
 /// Reads the request body: 413 for one over the size limit, 400 for one that could not be
 /// read (the client went away, the chunked encoding was broken).
@@ -30,32 +49,62 @@ async fn body_bytes(app: &App, request: Request) -> Result<bytes::Bytes, ApiErro
         })
 }
 
-fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(bytes).map_err(|error| {
+/// The media type of the request's body, without parameters.
+fn media_type(request: &Request) -> String {
+    request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// The media types an object body of `kind` may come in.
+fn body_types(kind: &ResourceKind) -> Vec<&'static str> {
+    if kind.is_builtin() {
+        vec![JSON, YAML, PROTOBUF]
+    } else {
+        vec![JSON, YAML]
+    }
+}
+
+/// Reads an object body of `kind` in its media type.
+fn parse_object(
+    kind: &ResourceKind,
+    content_type: &str,
+    bytes: &[u8],
+) -> Result<ParsedBody, ApiError> {
+    let parsed = match content_type {
+        "" | JSON => parse_json(bytes),
+        YAML => parse_yaml(bytes),
+        _ => return Err(ApiError::unsupported_media_type(&body_types(kind))),
+    };
+    parsed.map_err(|error| {
         ApiError::bad_request(format!(
-            "the body of the request could not be decoded as JSON: {error}"
+            "{kind_name} in version {version:?} cannot be handled as a {kind_name}: {error}",
+            kind_name = kind.kind,
+            version = kind.version
         ))
     })
 }
 
-/// Reads the body as an object of `kind`: it must be a JSON object whose `apiVersion`, `kind`
-/// and namespace, when given, are the URL's.
-async fn object_body(
-    app: &App,
+/// Checks that the body is an object of `kind` (its `apiVersion` and `kind`, when given, are the
+/// URL's; its namespace, when given, the URL's) and fills in what it leaves out.
+fn check_identity(
     kind: &ResourceKind,
     namespace: &str,
-    request: Request,
-) -> Result<Value, ApiError> {
-    // JSON only: a protobuf or CBOR body gets 415, on which client-go (kubectl) retries in JSON.
-    let content_type = media_type(&request);
-    if !content_type.is_empty() && content_type != "application/json" {
-        return Err(ApiError::unsupported_body(&content_type));
-    }
-    let mut object = decode(&body_bytes(app, request).await?)?;
+    object: &mut Value,
+) -> Result<(), ApiError> {
     let Some(fields) = object.as_object_mut() else {
-        return Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-        ));
+        return Err(ApiError::bad_request(format!(
+            "{kind_name} in version {version:?} cannot be handled as a {kind_name}: the request body must be a JSON object",
+            kind_name = kind.kind,
+            version = kind.version
+        )));
     };
     let expected_version = kind.api_version();
     match fields.get("apiVersion").and_then(Value::as_str) {
@@ -81,6 +130,17 @@ async fn object_body(
             fields.insert("kind".into(), json!(kind.kind));
         }
     }
+    if !fields
+        .get("metadata")
+        .is_none_or(|m| m.is_object() || m.is_null())
+    {
+        return Err(ApiError::bad_request(format!(
+            "{kind_name} in version {version:?} cannot be handled as a {kind_name}: json: cannot unmarshal {found} into Go struct field {kind_name}.metadata of type v1.ObjectMeta",
+            kind_name = kind.kind,
+            version = kind.version,
+            found = json_kind(&fields["metadata"]),
+        )));
+    }
     if kind.namespaced
         && let Some(found) = object["metadata"]["namespace"].as_str()
         && !found.is_empty()
@@ -90,24 +150,121 @@ async fn object_body(
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
-    Ok(object)
+    Ok(())
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
+}
+
+/// Reads, checks and decodes the object body of a create or update.
+async fn object_body(
+    app: &App,
+    kind: &ResourceKind,
+    namespace: &str,
+    options: &WriteOptions,
+    request: Request,
+) -> Result<DecodedObject, ApiError> {
+    let content_type = media_type(&request);
+    if !content_type.is_empty() && !body_types(kind).contains(&content_type.as_str()) {
+        return Err(ApiError::unsupported_media_type(&body_types(kind)));
+    }
+    let bytes = body_bytes(app, request).await?;
+    let mut parsed = parse_object(kind, &content_type, &bytes)?;
+    check_identity(kind, namespace, &mut parsed.value)?;
+    decode_object(kind, parsed, options.field_validation, Origin::Body)
+}
+
+fn strategy_context(app: &App) -> Context<'_> {
+    Context { store: &app.store }
+}
+
+fn metadata_string<'a>(object: &'a Value, field: &str) -> &'a str {
+    object["metadata"][field].as_str().unwrap_or("")
+}
+
+/// The object a PUT, PATCH or DELETE names.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Item<'a> {
+    /// Its namespace (empty for a cluster-scoped resource).
+    pub namespace: &'a str,
+    /// Its name.
+    pub name: &'a str,
+    /// Whether the request is to its `status` subresource.
+    pub status_only: bool,
+}
+
+/// The answer to a write: the object with `code` as the client asked for it, and the warnings
+/// of its decoding.
+fn written(
+    encoding: &Encoding<'_>,
+    code: u16,
+    object: &StoredObject,
+    warnings: &[String],
+) -> Result<Response, ApiError> {
+    let mut response = encoding.object(code, object)?;
+    add_warnings(&mut response, warnings);
+    Ok(response)
 }
 
 pub(super) async fn create(
     app: &App,
-    kind: &ResourceKind,
+    encoding: &Encoding<'_>,
     namespace: &str,
+    query: &Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let object = object_body(app, kind, namespace, request).await?;
-    let created = app
-        .store
-        .create(kind, namespace, object)
-        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    if crd::is_crd(kind) {
-        crd::serve(app, &created);
+    let kind = encoding.kind;
+    let options = WriteOptions::parse(Verb::Create, query, None)?;
+    let decoded = object_body(app, kind, namespace, &options, request).await?;
+    let generated = metadata_string(&decoded.object, "name").is_empty()
+        && !metadata_string(&decoded.object, "generateName").is_empty();
+    let context = strategy_context(app);
+    let mut tries = 0;
+    let created = loop {
+        tries += 1;
+        let mut object = decoded.object.clone();
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            // Set here, as kube-apiserver's handler does, so the strategies can use them.
+            metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            if generated {
+                let prefix = metadata
+                    .get("generateName")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let name = format!("{prefix}{}", random_suffix());
+                metadata.insert("name".into(), json!(name));
+            }
+        }
+        strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
+        let stored = app.services.serialized(|| {
+            if options.dry_run {
+                app.store.create_dry_run(kind, namespace, object)
+            } else {
+                app.store.create(kind, namespace, object)
+            }
+        });
+        match stored {
+            Err(StoreError::AlreadyExists { .. }) if generated && tries < GENERATE_NAME_TRIES => {}
+            other => break other.map_err(|error| ApiError::from_store(&error, Some(kind)))?,
+        }
+    };
+    if !options.dry_run {
+        if crd::is_crd(kind) {
+            crd::serve(app, &created);
+        }
+        if kind.group.is_empty() && kind.plural == "namespaces" {
+            super::cluster::populate_namespace(app, metadata_string(&created, "name"));
+        }
     }
-    Ok(object_response(201, &created))
+    written(encoding, 201, &created, &decoded.warnings)
 }
 
 fn check_name(object: &Value, name: &str) -> Result<(), ApiError> {
@@ -121,88 +278,120 @@ fn check_name(object: &Value, name: &str) -> Result<(), ApiError> {
 
 pub(super) async fn update(
     app: &App,
-    kind: &ResourceKind,
-    namespace: &str,
-    name: &str,
-    status_only: bool,
+    encoding: &Encoding<'_>,
+    item: Item<'_>,
+    query: &Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let object = object_body(app, kind, namespace, request).await?;
-    check_name(&object, name)?;
-    let (stored, created) = store_update(app, kind, namespace, name, object, status_only)?;
-    Ok(object_response(if created { 201 } else { 200 }, &stored))
+    let kind = encoding.kind;
+    let options = WriteOptions::parse(Verb::Update, query, None)?;
+    let decoded = object_body(app, kind, item.namespace, &options, request).await?;
+    check_name(&decoded.object, item.name)?;
+    let (stored, created) = store_update(app, kind, item, decoded.object, &options)?;
+    let code = if created { 201 } else { 200 };
+    written(encoding, code, &stored, &decoded.warnings)
 }
 
-/// Writes an update (of a PUT or a PATCH) and, for a CRD, serves what it now defines.
+/// Prepares and writes an update (of a PUT or a PATCH) and, for a CRD, serves what it now
+/// defines.
 fn store_update(
     app: &App,
     kind: &ResourceKind,
-    namespace: &str,
-    name: &str,
-    object: Value,
-    status_only: bool,
-) -> Result<(std::sync::Arc<crate::storage::StoredObject>, bool), ApiError> {
+    item: Item<'_>,
+    mut object: Value,
+    options: &WriteOptions,
+) -> Result<(std::sync::Arc<StoredObject>, bool), ApiError> {
+    let Item {
+        namespace,
+        name,
+        status_only,
+    } = item;
+    let context = strategy_context(app);
+    let old = match app.store.get(kind, namespace, name) {
+        Ok(old) => Some(old),
+        Err(StoreError::NotFound { .. }) => None,
+        Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
+    };
+    match &old {
+        Some(old) if !status_only => {
+            strategy::prepare_for_update(kind, &mut object, old, &context)?
+        }
+        Some(_) => {}
+        None if kind.create_on_update && !status_only => {
+            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            }
+            strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
+        }
+        None => {}
+    }
     let (stored, created) = app
-        .store
-        .update(kind, namespace, name, object, status_only)
+        .services
+        .serialized(|| {
+            if options.dry_run {
+                app.store
+                    .update_dry_run(kind, namespace, name, object, status_only)
+            } else {
+                app.store.update(kind, namespace, name, object, status_only)
+            }
+        })
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    if crd::is_crd(kind) && !status_only {
+    if crd::is_crd(kind) && !status_only && !options.dry_run {
         crd::serve(app, &stored);
     }
     Ok((stored, created))
 }
 
-/// The media type of the request's body, without parameters.
-fn media_type(request: &Request) -> String {
-    request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
+/// The patch types `kind` takes, in kube-apiserver's order.
+fn patch_types(kind: &ResourceKind) -> Vec<&'static str> {
+    if kind.is_builtin() {
+        vec![JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH]
+    } else {
+        vec![JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
+    }
 }
 
 pub(super) async fn patch(
     app: &App,
-    kind: &ResourceKind,
-    namespace: &str,
-    name: &str,
-    status_only: bool,
+    encoding: &Encoding<'_>,
+    item: Item<'_>,
+    query: &Query,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let kind = encoding.kind;
+    let (namespace, name) = (item.namespace, item.name);
     let content_type = media_type(&request);
-    let patch = decode(&body_bytes(app, request).await?)?;
+    if !patch_types(kind).contains(&content_type.as_str()) {
+        return Err(ApiError::unsupported_media_type(&patch_types(kind)));
+    }
+    let apply = content_type == APPLY_PATCH;
+    let bytes = body_bytes(app, request).await?;
+    let options = WriteOptions::parse(Verb::Patch { apply }, query, None)?;
+    if apply {
+        return Err(ApiError::unsupported_media_type(
+            &patch_types(kind)
+                .into_iter()
+                .filter(|t| *t != APPLY_PATCH)
+                .collect::<Vec<_>>(),
+        ));
+    }
+    let patch = parse_json(&bytes)
+        .map_err(|error| ApiError::bad_request(format!("error decoding patch: {error}")))?;
     let current = app
         .store
         .get(kind, namespace, name)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
     let mut patched = (*current).clone();
-    let builtin = kind.is_builtin();
     match content_type.as_str() {
-        "application/merge-patch+json" => merge_patch(&mut patched, &patch),
-        "application/strategic-merge-patch+json" if builtin => {
-            strategic_merge_patch(&mut patched, &patch)
-                .map_err(|error| ApiError::bad_request(error.to_string()))?;
-        }
-        "application/json-patch+json" => {
-            json_patch(&mut patched, &patch).map_err(|error| ApiError {
-                code: 422,
-                reason: "Invalid",
-                message: error.to_string(),
-                details: None,
-                retry_after: None,
-            })?;
-        }
-        other => return Err(ApiError::unsupported_media_type(other, builtin)),
+        MERGE_PATCH => merge_patch(&mut patched, &patch.value),
+        STRATEGIC_MERGE_PATCH => strategic_merge_patch(&mut patched, &patch.value)
+            .map_err(|error| ApiError::bad_request(error.to_string()))?,
+        _ => json_patch(&mut patched, &patch.value)
+            .map_err(|error| ApiError::invalid_message(error.to_string()))?,
     }
     check_name(&patched, name)?;
-    // A patch applies to the current object unless it names a resourceVersion itself. A patch
-    // can leave something that is not an object at all (a merge patch `5`, a JSON patch that
-    // replaces `/metadata`): that is a bad request, not something to index into.
+    // A patch can leave something that is not an object at all (a merge patch `5`, a JSON patch
+    // that replaces `/metadata`): that is a bad request, not something to index into.
     let Some(Value::Object(metadata)) = patched
         .as_object_mut()
         .map(|fields| fields.entry("metadata").or_insert_with(|| json!({})))
@@ -211,29 +400,61 @@ pub(super) async fn patch(
             "the patched object must be a JSON object whose metadata is an object",
         ));
     };
+    // A patch applies to the current object unless it names a resourceVersion itself.
     metadata
         .entry("resourceVersion")
         .or_insert_with(|| current["metadata"]["resourceVersion"].clone());
-    let (stored, _) = store_update(app, kind, namespace, name, patched, status_only)?;
-    Ok(object_response(200, &stored))
+    let duplicate_fields = patch
+        .duplicate_fields
+        .into_iter()
+        .map(|path| {
+            if content_type == JSON_PATCH {
+                format!("json patch {path}")
+            } else {
+                path
+            }
+        })
+        .collect();
+    let decoded = decode_object(
+        kind,
+        ParsedBody {
+            value: patched,
+            duplicate_fields,
+        },
+        options.field_validation,
+        Origin::Patch,
+    )?;
+    let (stored, _) = store_update(app, kind, item, decoded.object, &options)?;
+    written(encoding, 200, &stored, &decoded.warnings)
+}
+
+/// Reads a delete's `DeleteOptions` body, if it has one.
+fn delete_options(bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    parse_json(bytes)
+        .map(|parsed| parsed.value)
+        .map_err(|error| {
+            ApiError::bad_request(format!(
+                "couldn't get version/kind; json parse error: {error}"
+            ))
+        })
 }
 
 pub(super) async fn delete(
     app: &App,
-    kind: &ResourceKind,
-    namespace: &str,
-    name: &str,
+    encoding: &Encoding<'_>,
+    item: Item<'_>,
     query: &Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let body = body_bytes(app, request).await?;
-    let options = if body.iter().all(u8::is_ascii_whitespace) {
-        Value::Null
-    } else {
-        decode(&body)?
-    };
-    let precondition = options["preconditions"]["resourceVersion"].as_str();
-    let policy = options["propagationPolicy"]
+    let kind = encoding.kind;
+    let (namespace, name) = (item.namespace, item.name);
+    let body = delete_options(&body_bytes(app, request).await?)?;
+    let options = WriteOptions::parse(Verb::Delete, query, Some(&body))?;
+    let precondition = body["preconditions"]["resourceVersion"].as_str();
+    let policy = body["propagationPolicy"]
         .as_str()
         .or(query.get("propagationPolicy").map(String::as_str))
         .unwrap_or("Background");
@@ -242,18 +463,20 @@ pub(super) async fn delete(
             "propagationPolicy: Unsupported value: {policy:?}: supported values: \"Orphan\", \"Background\", \"Foreground\""
         ))
     })?;
-    let deleted = app
-        .store
-        .delete_with(kind, namespace, name, precondition, propagation)
-        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    if let (true, Deleted::Gone(crd)) = (crd::is_crd(kind), &deleted) {
+    let deleted = if options.dry_run {
+        app.store
+            .delete_dry_run(kind, namespace, name, precondition, propagation)
+    } else {
+        app.store
+            .delete_with(kind, namespace, name, precondition, propagation)
+    }
+    .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    if let (true, false, Deleted::Gone(crd)) = (crd::is_crd(kind), options.dry_run, &deleted) {
         crd::stop_serving(app, crd);
     }
     match deleted {
-        Deleted::Finalizing(object) => Ok(object_response(200, &object)),
-        Deleted::Gone(object) if kind.group.is_empty() && kind.plural == "pods" => {
-            Ok(object_response(200, &object))
-        }
+        Deleted::Finalizing(object) => encoding.object(200, &object),
+        Deleted::Gone(object) if kind.returns_deleted_object => encoding.object(200, &object),
         Deleted::Gone(object) => Ok(json_response(
             200,
             &success(kind, name, object["metadata"]["uid"].as_str()),
@@ -261,13 +484,17 @@ pub(super) async fn delete(
     }
 }
 
-pub(super) fn delete_collection(
+pub(super) async fn delete_collection(
     app: &App,
-    kind: &ResourceKind,
+    encoding: &Encoding<'_>,
     namespace: Option<&str>,
     query: &Query,
+    request: Request,
 ) -> Result<Response, ApiError> {
-    let (labels, fields) = super::read::selectors(query)?;
+    let kind = encoding.kind;
+    let body = delete_options(&body_bytes(app, request).await?)?;
+    let options = WriteOptions::parse(Verb::Delete, query, Some(&body))?;
+    let (labels, fields) = super::read::selectors(kind, query)?;
     let (items, _) = app.store.list(kind, namespace);
     let mut deleted = Vec::new();
     for item in items
@@ -276,20 +503,22 @@ pub(super) fn delete_collection(
     {
         let item_namespace = item["metadata"]["namespace"].as_str().unwrap_or("");
         let item_name = item["metadata"]["name"].as_str().unwrap_or("");
-        // An object deleted meanwhile by someone else is simply not in the answer.
-        if let Ok(Deleted::Gone(last) | Deleted::Finalizing(last)) =
+        let result = if options.dry_run {
+            app.store.delete_dry_run(
+                kind,
+                item_namespace,
+                item_name,
+                None,
+                Propagation::Background,
+            )
+        } else {
             app.store.delete(kind, item_namespace, item_name, None)
-        {
-            deleted.push((*last).clone());
+        };
+        // An object deleted meanwhile by someone else is simply not in the answer.
+        if let Ok(Deleted::Gone(last) | Deleted::Finalizing(last)) = result {
+            deleted.push(last);
         }
     }
-    Ok(json_response(
-        200,
-        &json!({
-            "kind": format!("{}List", kind.kind),
-            "apiVersion": kind.api_version(),
-            "metadata": {"resourceVersion": app.store.resource_version().to_string()},
-            "items": deleted,
-        }),
-    ))
+    let metadata = json!({"resourceVersion": app.store.resource_version().to_string()});
+    encoding.list(metadata, deleted.iter().map(|item| &**item))
 }

@@ -86,7 +86,9 @@ pub enum StoreError {
     Storage(String),
 }
 
-fn causes_text(causes: &[Cause]) -> String {
+/// The causes of a 422 as kube-apiserver's message lists them: `<field>: <what>`, several in
+/// brackets.
+pub fn causes_text(causes: &[Cause]) -> String {
     let parts: Vec<String> = causes
         .iter()
         .map(|cause| format!("{}: {}", cause.field, cause.message))

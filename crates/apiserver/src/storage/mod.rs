@@ -31,17 +31,16 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 pub use self::data_dir::{PersistError, Recovery, TruncatedTail};
-pub use self::error::{Cause, StoreError};
+pub use self::error::{Cause, StoreError, causes_text};
 pub(crate) use self::event::watch_line;
 pub use self::event::{EventType, WatchEvent};
 pub use self::gc::{FOREGROUND_DELETION, Propagation};
+pub(crate) use self::meta::random_suffix;
 pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
 
 use self::data_dir::DataDir;
-use self::meta::{
-    has_finalizers, mark_deleted, metadata_mut, name_causes, now_timestamp, random_suffix, spec_of,
-};
+use self::meta::{has_finalizers, mark_deleted, metadata_mut, name_causes, now_timestamp, spec_of};
 use self::remaining_counts::{RemainingCounts, Snapshot};
 use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 
@@ -259,7 +258,29 @@ impl Store {
         &self,
         kind: &ResourceKind,
         namespace: &str,
+        object: Value,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        self.create_as(kind, namespace, object, false)
+    }
+
+    /// What [`create`](Store::create) would store, checked as it checks (names, namespace,
+    /// clashes), without storing it (`dryRun=All`): the object has its name, uid and
+    /// creationTimestamp, and no resourceVersion.
+    pub fn create_dry_run(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        self.create_as(kind, namespace, object, true)
+    }
+
+    fn create_as(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
         mut object: Value,
+        dry_run: bool,
     ) -> Result<Arc<StoredObject>, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         set_type(kind, &mut object);
@@ -300,10 +321,14 @@ impl Store {
         if !causes.is_empty() {
             return Err(invalid(kind, &given_name, causes));
         }
-        metadata.insert(
-            "uid".into(),
-            Value::String(uuid::Uuid::new_v4().to_string()),
-        );
+        // A uid the caller set is kept (kube-apiserver's handler sets it before its strategies
+        // run; the REST layer here does the same); one is made otherwise.
+        if meta::string_field(metadata, "uid").is_none_or(str::is_empty) {
+            metadata.insert(
+                "uid".into(),
+                Value::String(uuid::Uuid::new_v4().to_string()),
+            );
+        }
         metadata.insert("creationTimestamp".into(), Value::String(now_timestamp()));
         metadata.remove("deletionTimestamp");
         metadata.remove("deletionGracePeriodSeconds");
@@ -358,6 +383,9 @@ impl Store {
         }
         if let Ok(metadata) = metadata_mut(&mut object) {
             metadata.insert("name".into(), Value::String(name.clone()));
+        }
+        if dry_run {
+            return Ok(Arc::new(StoredObject::new(object)));
         }
         let created = self.commit(
             &mut state,
@@ -507,8 +535,33 @@ impl Store {
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
+        object: Value,
+        status_only: bool,
+    ) -> Result<(Arc<StoredObject>, bool), StoreError> {
+        self.update_as(kind, namespace, name, object, status_only, false)
+    }
+
+    /// What [`update`](Store::update) would store, checked as it checks, without storing it
+    /// (`dryRun=All`): the object keeps the stored resourceVersion.
+    pub fn update_dry_run(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        object: Value,
+        status_only: bool,
+    ) -> Result<(Arc<StoredObject>, bool), StoreError> {
+        self.update_as(kind, namespace, name, object, status_only, true)
+    }
+
+    fn update_as(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
         mut object: Value,
         status_only: bool,
+        dry_run: bool,
     ) -> Result<(Arc<StoredObject>, bool), StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         set_type(kind, &mut object);
@@ -533,7 +586,7 @@ impl Store {
                     metadata.remove("resourceVersion");
                 }
                 return self
-                    .create(kind, namespace, object)
+                    .create_as(kind, namespace, object, dry_run)
                     .map(|created| (created, true));
             }
             return Err(StoreError::NotFound {
@@ -619,6 +672,9 @@ impl Store {
             // Nothing changed: no new resourceVersion, no event, as kube-apiserver.
             return Ok((old, false));
         }
+        if dry_run {
+            return Ok((Arc::new(StoredObject::new(new)), false));
+        }
         let finalized = new["metadata"].get("deletionTimestamp").is_some() && !held(kind, &new);
         if finalized {
             let gone = self.commit(
@@ -677,6 +733,32 @@ impl Store {
         precondition: Option<&str>,
         propagation: Propagation,
     ) -> Result<Deleted, StoreError> {
+        self.delete_as(kind, namespace, name, precondition, propagation, false)
+    }
+
+    /// What [`delete_with`](Store::delete_with) would do, checked as it checks, without doing
+    /// it (`dryRun=All`): an object that would only be marked comes back marked; no dependent
+    /// is touched.
+    pub fn delete_dry_run(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        precondition: Option<&str>,
+        propagation: Propagation,
+    ) -> Result<Deleted, StoreError> {
+        self.delete_as(kind, namespace, name, precondition, propagation, true)
+    }
+
+    fn delete_as(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        precondition: Option<&str>,
+        propagation: Propagation,
+        dry_run: bool,
+    ) -> Result<Deleted, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         let mut state = self.lock_for_write()?;
         let Some(old) = state
@@ -714,6 +796,9 @@ impl Store {
                 gc::hold_for_dependents(metadata);
             }
             mark_deleted(metadata);
+            if dry_run {
+                return Ok(Deleted::Finalizing(Arc::new(StoredObject::new(marked))));
+            }
             let marked = self.commit(
                 &mut state,
                 &kind.key(),
@@ -728,6 +813,9 @@ impl Store {
             }
             self.publish(&mut state)?;
             return Ok(Deleted::Finalizing(marked));
+        }
+        if dry_run {
+            return Ok(Deleted::Gone(old));
         }
         if propagation == Propagation::Orphan
             && let Some(owner) = old["metadata"]["uid"].as_str()

@@ -1,0 +1,208 @@
+//! Typed decoding: an object of a built-in kind read into its k8s-openapi type and written back,
+//! as kube-apiserver decodes a body into its Go type.
+//!
+//! What the type does not declare is reported (the paths of unknown fields, for the field
+//! validation policy to warn about or refuse) and is not kept; a value of the wrong type is an
+//! error naming where it is. What is stored is the round trip, so every typed client can read it
+//! back.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// An object after its round trip through its type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// The object as its type writes it, defaults applied: unknown fields gone.
+    pub object: Value,
+    /// The paths of the fields its type does not declare, e.g. `spec.containers[0].foo`.
+    pub unknown_fields: Vec<String>,
+}
+
+/// One step of a path into an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathSegment {
+    /// A field of an object, or a key of a map.
+    Field(String),
+    /// An element of a list.
+    Index(usize),
+}
+
+/// A value of the wrong type: where, and what JSON was found there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeError {
+    /// Where, from the object's root.
+    pub path: Vec<PathSegment>,
+    /// What JSON was found there, as Go's decoder names it: `string`, `number`, `bool`, `array`,
+    /// `object`; empty when the value is missing or has the right type but a wrong form (a
+    /// timestamp that does not parse).
+    pub found: &'static str,
+    /// What the type's decoder said.
+    pub detail: String,
+}
+
+/// Reads `object` as a `T`, applies `defaults`, and writes it back.
+pub(crate) fn decode<T>(object: &Value, defaults: impl FnOnce(&mut T)) -> Result<Decoded, TypeError>
+where
+    T: DeserializeOwned + Serialize,
+{
+    let mut unknown_fields = Vec::new();
+    let mut on_ignored = |path: serde_ignored::Path<'_>| {
+        let mut text = String::new();
+        write_ignored_path(&path, &mut text);
+        unknown_fields.push(text);
+    };
+    let mut track = serde_path_to_error::Track::new();
+    let ignoring = serde_ignored::Deserializer::new(object, &mut on_ignored);
+    let tracked = serde_path_to_error::Deserializer::new(ignoring, &mut track);
+    let mut typed = match T::deserialize(tracked) {
+        Ok(typed) => typed,
+        Err(error) => {
+            let path = segments(&track.path());
+            let found = json_kind(lookup(object, &path));
+            return Err(TypeError {
+                path,
+                found,
+                detail: error.to_string(),
+            });
+        }
+    };
+    defaults(&mut typed);
+    let object = serde_json::to_value(&typed).map_err(|error| TypeError {
+        path: Vec::new(),
+        found: "",
+        detail: error.to_string(),
+    })?;
+    Ok(Decoded {
+        object,
+        unknown_fields,
+    })
+}
+
+/// kube's way of writing a path: `spec.containers[0].name`, map keys as fields.
+pub fn path_text(path: &[PathSegment]) -> String {
+    let mut text = String::new();
+    for segment in path {
+        match segment {
+            PathSegment::Field(name) => {
+                if !text.is_empty() {
+                    text.push('.');
+                }
+                text.push_str(name);
+            }
+            PathSegment::Index(index) => {
+                let _ = write!(text, "[{index}]");
+            }
+        }
+    }
+    text
+}
+
+fn write_ignored_path(path: &serde_ignored::Path<'_>, out: &mut String) {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => {}
+        Path::Seq { parent, index } => {
+            write_ignored_path(parent, out);
+            let _ = write!(out, "[{index}]");
+        }
+        Path::Map { parent, key } => {
+            write_ignored_path(parent, out);
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(key);
+        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => {
+            write_ignored_path(parent, out);
+        }
+    }
+}
+
+fn segments(path: &serde_path_to_error::Path) -> Vec<PathSegment> {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .filter_map(|segment| match segment {
+            Segment::Seq { index } => Some(PathSegment::Index(*index)),
+            Segment::Map { key } => Some(PathSegment::Field(key.clone())),
+            Segment::Enum { .. } | Segment::Unknown => None,
+        })
+        .collect()
+}
+
+/// The value at `path` in `object`, if there is one.
+fn lookup<'a>(object: &'a Value, path: &[PathSegment]) -> Option<&'a Value> {
+    path.iter()
+        .try_fold(object, |value, segment| match segment {
+            PathSegment::Field(name) => value.get(name),
+            PathSegment::Index(index) => value.get(index),
+        })
+}
+
+/// How Go's JSON decoder names the JSON found in a type error.
+fn json_kind(value: Option<&Value>) -> &'static str {
+    match value {
+        Some(Value::String(_)) => "string",
+        Some(Value::Number(_)) => "number",
+        Some(Value::Bool(_)) => "bool",
+        Some(Value::Array(_)) => "array",
+        Some(Value::Object(_)) => "object",
+        Some(Value::Null) | None => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use serde_json::json;
+
+    #[test]
+    fn unknown_fields_are_reported_with_kube_paths_and_dropped() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "bogus": 1},
+            "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyX": "Always"}]},
+            "extra": {"a": 1},
+        });
+        let decoded = decode::<Pod>(&pod, |_| {}).unwrap();
+        assert_eq!(
+            decoded.unknown_fields,
+            [
+                "extra",
+                "metadata.bogus",
+                "spec.containers[0].imagePullPolicyX"
+            ]
+        );
+        assert_eq!(
+            decoded.object,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            })
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_path_and_what_was_found() {
+        let config_map = json!({"metadata": {"name": "c"}, "data": {"k": 1}});
+        let error = decode::<ConfigMap>(&config_map, |_| {}).unwrap_err();
+        assert_eq!(path_text(&error.path), "data.k");
+        assert_eq!(error.found, "number");
+    }
+
+    #[test]
+    fn defaults_run_on_the_typed_object() {
+        let config_map = json!({"metadata": {"name": "c"}});
+        let decoded = decode::<ConfigMap>(&config_map, |config_map| {
+            config_map.immutable = Some(false);
+        })
+        .unwrap();
+        assert_eq!(decoded.object["immutable"], json!(false));
+    }
+}

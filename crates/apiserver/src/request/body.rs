@@ -1,0 +1,233 @@
+//! Reading a request body into a JSON tree: JSON or YAML, as its `Content-Type` says, noting the
+//! fields that appear twice in one object (kube-apiserver's strict decoding reports them; the
+//! last value is kept, as its decoder keeps it).
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::kinds::PathSegment;
+use crate::kinds::typed::path_text;
+
+/// A body read into a tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedBody {
+    /// The document.
+    pub value: Value,
+    /// The paths of fields given more than once in their object, e.g. `metadata.name`.
+    pub duplicate_fields: Vec<String>,
+}
+
+/// Why a body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// Not JSON.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// Not YAML.
+    #[error("{0}")]
+    Yaml(#[from] serde_saphyr::Error),
+}
+
+/// Reads a JSON body.
+pub fn parse_json(bytes: &[u8]) -> Result<ParsedBody, BodyError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let mut tracker = Tracker::default();
+    let value = tracker.seed().deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(ParsedBody {
+        value,
+        duplicate_fields: tracker.duplicates,
+    })
+}
+
+/// Reads a YAML body (JSON is YAML too): one document.
+pub fn parse_yaml(bytes: &[u8]) -> Result<ParsedBody, BodyError> {
+    let mut options = serde_saphyr::Options::default();
+    options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::PassThrough;
+    let mut tracker = Tracker::default();
+    let value = serde_saphyr::with_deserializer_from_slice_with_options(bytes, options, |yaml| {
+        tracker.seed().deserialize(yaml)
+    })?;
+    Ok(ParsedBody {
+        value,
+        duplicate_fields: tracker.duplicates,
+    })
+}
+
+/// Where the tree being built is, and what it found twice.
+#[derive(Default)]
+struct Tracker {
+    path: Vec<PathSegment>,
+    duplicates: Vec<String>,
+}
+
+impl Tracker {
+    fn seed(&mut self) -> Seed<'_> {
+        Seed(self)
+    }
+}
+
+/// Builds a [`Value`] as serde_json's own `Deserialize` does, keeping track of the path.
+struct Seed<'a>(&'a mut Tracker);
+
+impl<'de> DeserializeSeed<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_string()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut sequence: A) -> Result<Value, A::Error> {
+        let tracker = self.0;
+        let mut items = Vec::with_capacity(sequence.size_hint().unwrap_or(0).min(4096));
+        loop {
+            tracker.path.push(PathSegment::Index(items.len()));
+            let next = sequence.next_element_seed(Seed(tracker));
+            tracker.path.pop();
+            match next? {
+                Some(item) => items.push(item),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let tracker = self.0;
+        let mut fields = Map::new();
+        while let Some(key) = map.next_key::<KeyText>()? {
+            let key = key.0;
+            tracker.path.push(PathSegment::Field(key.clone()));
+            let value = map.next_value_seed(Seed(tracker));
+            if fields.contains_key(&key) {
+                tracker.duplicates.push(path_text(&tracker.path));
+            }
+            tracker.path.pop();
+            fields.insert(key, value?);
+        }
+        Ok(Value::Object(fields))
+    }
+}
+
+/// A map key as text: YAML keys may be numbers or booleans, which JSON writes as strings.
+struct KeyText(String);
+
+impl<'de> de::Deserialize<'de> for KeyText {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = KeyText;
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("a map key")
+            }
+            fn visit_str<E>(self, value: &str) -> Result<KeyText, E> {
+                Ok(KeyText(value.to_string()))
+            }
+            fn visit_string<E>(self, value: String) -> Result<KeyText, E> {
+                Ok(KeyText(value))
+            }
+            fn visit_bool<E>(self, value: bool) -> Result<KeyText, E> {
+                Ok(KeyText(value.to_string()))
+            }
+            fn visit_i64<E>(self, value: i64) -> Result<KeyText, E> {
+                Ok(KeyText(value.to_string()))
+            }
+            fn visit_u64<E>(self, value: u64) -> Result<KeyText, E> {
+                Ok(KeyText(value.to_string()))
+            }
+            fn visit_f64<E>(self, value: f64) -> Result<KeyText, E> {
+                Ok(KeyText(value.to_string()))
+            }
+            fn visit_unit<E>(self) -> Result<KeyText, E> {
+                Ok(KeyText("null".to_string()))
+            }
+        }
+        deserializer.deserialize_any(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_and_yaml_read_alike_and_name_their_duplicates() {
+        let json = parse_json(
+            br#"{"metadata": {"name": "a", "name": "b"}, "data": {"k": "1"}, "items": [{"x": 1, "x": 2}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            json.value,
+            json!({"metadata": {"name": "b"}, "data": {"k": "1"}, "items": [{"x": 2}]})
+        );
+        assert_eq!(json.duplicate_fields, ["metadata.name", "items[0].x"]);
+
+        let yaml = parse_yaml(
+            b"metadata:\n  name: a\n  name: b\ndata:\n  k: \"1\"\nitems:\n- x: 1\n  x: 2\n",
+        )
+        .unwrap();
+        assert_eq!(yaml, json);
+    }
+
+    #[test]
+    fn yaml_scalars_keep_their_types() {
+        let yaml = parse_yaml(b"a: 1\nb: true\nc: \"1\"\nd: 1.5\ne: null\nf: [1, x]\n").unwrap();
+        assert_eq!(
+            yaml.value,
+            json!({"a": 1, "b": true, "c": "1", "d": 1.5, "e": null, "f": [1, "x"]})
+        );
+    }
+
+    #[test]
+    fn bad_bodies_are_errors() {
+        assert!(parse_json(b"{").is_err());
+        assert!(parse_json(b"{} x").is_err());
+        assert!(parse_yaml(b"a: [").is_err());
+    }
+}
