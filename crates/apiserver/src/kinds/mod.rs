@@ -7,8 +7,20 @@ mod facts;
 pub mod printers;
 pub mod schema;
 pub(crate) mod strategy;
+pub mod subresources;
 pub mod typed;
 
 pub use self::builtin::{BuiltinType, builtin_types};
 pub use self::facts::Facts;
 pub use self::typed::{Decoded, PathSegment, TypeError};
+
+/// The minor version of Kubernetes the build's k8s-openapi serves (its enabled version feature).
+pub fn kubernetes_minor() -> u32 {
+    k8s_openapi::k8s_if_1_33! { return 33; }
+    k8s_openapi::k8s_if_1_34! { return 34; }
+    k8s_openapi::k8s_if_1_35! { return 35; }
+    k8s_openapi::k8s_if_1_36! { return 36; }
+    k8s_openapi::k8s_if_ge_1_37! { return 37; }
+    #[allow(unreachable_code)]
+    37
+}

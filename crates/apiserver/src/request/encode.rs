@@ -1,7 +1,7 @@
 //! The encoding stage: an answer in the form and encoding the client negotiated
 //! ([`negotiate`](super::negotiate)): the object itself, a `meta.k8s.io` Table of its kind's
-//! printed columns, or its `PartialObjectMetadata`; in JSON or YAML. A stored object in plain
-//! JSON is its stored serialization, never made again.
+//! printed columns, or its `PartialObjectMetadata`; in JSON, YAML or (for built-in kinds)
+//! protobuf. A stored object in plain JSON is its stored serialization, never made again.
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::negotiate::{Format, IncludeObject, Negotiated, View};
+use super::protobuf;
 use crate::kinds::printers::{self, Printer};
 use crate::resource::ResourceKind;
 use crate::rest::status::ApiError;
@@ -64,6 +65,8 @@ impl<'a> Encoding<'a> {
                 if self.negotiated.format == Format::Json {
                     return Ok(json_list(self.kind, &metadata, items));
                 }
+                // In protobuf the objects are written without their `apiVersion` and `kind`,
+                // which the list carries, as Go writes a list's items.
                 let list = json!({
                     "kind": format!("{}List", self.kind.kind),
                     "apiVersion": self.kind.api_version(),
@@ -171,14 +174,41 @@ impl<'a> Encoding<'a> {
                 "application/yaml",
             ),
             Format::Protobuf => {
-                return Err(ApiError::not_acceptable(&[
-                    "application/json",
-                    "application/yaml",
-                ]));
+                let message = protobuf_message(self.kind, value).ok_or_else(|| {
+                    ApiError::not_acceptable(&["application/json", "application/yaml"])
+                })?;
+                let bytes = protobuf::encode_body(value, &message).map_err(ApiError::internal)?;
+                (Bytes::from(bytes), protobuf::MEDIA_TYPE)
             }
         };
         Ok(response(code, bytes, content_type))
     }
+}
+
+/// The protobuf message of `value`, an object or list of `kind` or a `meta.k8s.io` form of
+/// it, if the message table has one.
+fn protobuf_message(kind: &ResourceKind, value: &Value) -> Option<String> {
+    let name = match value["kind"].as_str()? {
+        "PartialObjectMetadata" | "PartialObjectMetadataList" => format!(
+            "io.k8s.apimachinery.pkg.apis.meta.v1.{}",
+            value["kind"].as_str()?
+        ),
+        found => {
+            let object = kind.builtin?.schema_name();
+            if found.ends_with("List") && found != kind.kind {
+                format!("{object}List")
+            } else {
+                object.into_owned()
+            }
+        }
+    };
+    protobuf::messages::message(&name).map(|_| name)
+}
+
+/// Whether answers about `kind` can be protobuf: a built-in kind the message table has.
+pub fn protobuf_capable(kind: &ResourceKind) -> bool {
+    kind.builtin
+        .is_some_and(|builtin| protobuf::messages::message(&builtin.schema_name()).is_some())
 }
 
 /// A response of `code` with `bytes` of `content_type`.

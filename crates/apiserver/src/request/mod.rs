@@ -7,4 +7,5 @@ pub mod decode;
 pub mod encode;
 pub mod negotiate;
 pub mod options;
+pub mod protobuf;
 pub mod warnings;

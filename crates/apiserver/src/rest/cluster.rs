@@ -71,6 +71,19 @@ pub(crate) fn bootstrap(app: &App) {
             }),
         );
     }
+    // What `kubectl get componentstatuses` reports of the control plane.
+    for name in ["scheduler", "controller-manager", "etcd-0"] {
+        create_missing(
+            app,
+            "",
+            "componentstatuses",
+            "",
+            json!({
+                "metadata": {"name": name},
+                "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}],
+            }),
+        );
+    }
     let bootstrapping = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
     let autoupdate = json!({"rbac.authorization.kubernetes.io/autoupdate": "true"});
     create_missing(

@@ -13,6 +13,7 @@ mod discovery;
 mod openapi;
 mod read;
 pub mod status;
+mod subresource;
 mod write;
 
 use std::collections::HashMap;
@@ -27,6 +28,7 @@ use axum::response::Response;
 use self::status::{ApiError, json_response};
 use crate::auth::BearerToken;
 use crate::faults::{Fault, Faults};
+use crate::kinds::subresources::subresources;
 use crate::registry::Registry;
 use crate::request::encode::Encoding;
 use crate::request::negotiate::{IncludeObject, Shape, View, negotiate};
@@ -213,8 +215,10 @@ async fn route(app: &Arc<App>, request: Request) -> Result<Response, ApiError> {
             }
         }
         ["version"] => get_only(discovery::version()),
-        ["api"] => get_only(discovery::core_versions(&app.address)),
-        ["apis"] => get_only(discovery::groups(&app.registry)),
+        ["api" | "apis"] if method == Method::GET => {
+            let core = segments == ["api"];
+            discovery::root(&app.registry, core, &app.address, request.headers())
+        }
         ["api", "v1"] => get_only(
             discovery::resources(&app.registry, "", "v1").ok_or_else(ApiError::not_found_path)?,
         ),
@@ -293,6 +297,9 @@ async fn dispatch(
             kind,
         ),
     };
+    if !verb.is_empty() && !crate::kinds::subresources::verbs(kind).contains(&verb) {
+        return Err(ApiError::method_not_allowed(method.as_str()));
+    }
     match app.faults.take(verb, &kind.plural) {
         Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(fault) => return Err(ApiError::injected(fault)),
@@ -303,7 +310,9 @@ async fn dispatch(
         "watch" => Shape::Watch,
         _ => Shape::Object,
     };
-    let negotiated = negotiate(request.headers(), shape, false)?;
+    // Protobuf answers for built-in kinds, except watches, which stream JSON.
+    let protobuf = shape != Shape::Watch && crate::request::encode::protobuf_capable(kind);
+    let negotiated = negotiate(request.headers(), shape, protobuf)?;
     let include = match negotiated.view {
         View::Table => IncludeObject::parse(query.get("includeObject").map(String::as_str))?,
         _ => IncludeObject::Metadata,
@@ -349,7 +358,17 @@ async fn dispatch(
             let status_only = match subresource.as_deref() {
                 None => false,
                 Some("status") if kind.status_subresource => true,
-                Some(_) => return Err(ApiError::not_found_path()),
+                Some(other) => {
+                    if !subresources(&kind).iter().any(|known| known.name == other) {
+                        return Err(ApiError::not_found_path());
+                    }
+                    let item = write::Item {
+                        namespace: &namespace,
+                        name: &name,
+                        status_only: false,
+                    };
+                    return subresource::serve(app, &encoding, item, other, &query, request).await;
+                }
             };
             let item = write::Item {
                 namespace: &namespace,

@@ -1,19 +1,19 @@
-//! Enough OpenAPI v3 for kubectl: an index of group versions, and per group version a document
-//! whose operations say which kind they serve and that they take `fieldValidation`, so that
-//! kubectl leaves validation to the server.
+//! OpenAPI, as kubectl reads it: v3 has an index of group versions and per group version a
+//! document with the real schema of every kind it serves (from k8s-openapi's, descriptions
+//! included: `kubectl explain` walks them) and operations that say which kind they serve and
+//! that they take `fieldValidation`, so that kubectl leaves validation to the server. Custom
+//! resources' schemas are open (`x-kubernetes-preserve-unknown-fields`).
 //!
-//! The schemas are open (`x-kubernetes-preserve-unknown-fields`): they name each kind for kubectl
-//! without describing its fields.
-//!
-//! OpenAPI v2 is an empty document (no paths, no definitions), in JSON or, as kubectl before
-//! 1.28 asks for it, in gnostic's protobuf encoding: such kubectl refuses to validate without a
-//! v2 document it can decode, then learns from v3 that the server validates, and finds no v2
-//! schema to check against on its own.
+//! OpenAPI v2 in JSON carries every built-in definition too. In gnostic's protobuf encoding, as
+//! kubectl before 1.28 asks for it first, it is an empty document: such kubectl refuses to
+//! validate without a v2 document it can decode, then learns from v3 that the server
+//! validates.
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
+use crate::kinds::schema::{V3_REF_PREFIX, definitions};
 use crate::registry::Registry;
 use crate::resource::ResourceKind;
 
@@ -29,8 +29,9 @@ fn group_version_path(group: &str, version: &str) -> String {
 /// has `@`, which Go's media type parser refuses).
 const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
-/// The title and version the v2 document's `info` carries.
+/// The title the documents' `info` carries.
 const V2_TITLE: &str = "Kubernetes";
+/// The version the protobuf v2 document's `info` carries (fixed: kubectl only checks it parses).
 const V2_VERSION: &str = "v1.33.0-ctrlkit";
 
 /// `/openapi/v2`: protobuf when the request accepts it, JSON otherwise.
@@ -47,11 +48,28 @@ pub fn v2(headers: &HeaderMap) -> Response {
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(V2_PROTOBUF));
         response
     } else {
-        super::status::json_response(
-            200,
-            &json!({"swagger": "2.0", "info": {"title": V2_TITLE, "version": V2_VERSION}, "paths": {}}),
-        )
+        let document = json!({
+            "swagger": "2.0",
+            "info": {"title": V2_TITLE, "version": v2_version()},
+            "paths": {},
+            "definitions": definitions(),
+        });
+        // v2 keeps definitions under another name: every reference moves with them.
+        let text = serde_json::to_string(&document)
+            .unwrap_or_default()
+            .replace(V3_REF_PREFIX, "#/definitions/");
+        let mut response = Response::new(axum::body::Body::from(text));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        response
     }
+}
+
+/// The version the documents' `info` carries.
+fn v2_version() -> String {
+    format!("v1.{}.0-ctrlkit", crate::kinds::kubernetes_minor())
 }
 
 /// gnostic's `openapi.v2.Document` with `swagger` (field 1) and `info` (field 2: `title` 1,
@@ -102,13 +120,14 @@ pub fn index(registry: &Registry) -> Value {
     json!({"paths": paths})
 }
 
+/// The name of a kind's definition: its type's for a built-in kind (`io.k8s.api.core.v1.Pod`),
+/// the reversed group's for a custom resource (`dev.clux.v1.Foo`), as kube-apiserver names them.
 fn schema_name(kind: &ResourceKind) -> String {
-    let group = if kind.group.is_empty() {
-        "core"
-    } else {
-        &kind.group
-    };
-    format!("{group}.{}.{}", kind.version, kind.kind)
+    if let Some(builtin) = kind.builtin {
+        return builtin.schema_name().into_owned();
+    }
+    let group: Vec<&str> = kind.group.rsplit('.').collect();
+    format!("{}.{}.{}", group.join("."), kind.version, kind.kind)
 }
 
 fn operation(kind: &ResourceKind, id: &str) -> Value {
@@ -150,21 +169,66 @@ pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<
                 "patch": operation(kind, &format!("patch{}", kind.kind)),
             }),
         );
-        schemas.insert(
-            schema_name(kind),
-            json!({
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": true,
-                "x-kubernetes-group-version-kind": [{"group": kind.group, "version": kind.version, "kind": kind.kind}],
-            }),
-        );
+        match kind.builtin {
+            Some(builtin) => add_reachable(&builtin.schema_name(), &mut schemas),
+            None => {
+                schemas.insert(
+                    schema_name(kind),
+                    json!({
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true,
+                        "x-kubernetes-group-version-kind": [{"group": kind.group, "version": kind.version, "kind": kind.kind}],
+                    }),
+                );
+            }
+        }
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.33.0-ctrlkit"},
+        "info": {"title": V2_TITLE, "version": v2_version()},
         "paths": paths,
         "components": {"schemas": schemas},
     }))
+}
+
+/// Adds the definition `name` and every definition it refers to, directly or not.
+fn add_reachable(name: &str, schemas: &mut Map<String, Value>) {
+    let all = definitions();
+    let mut pending = vec![name.to_string()];
+    while let Some(next) = pending.pop() {
+        if schemas.contains_key(&next) {
+            continue;
+        }
+        let Some(definition) = all.get(&next) else {
+            continue;
+        };
+        collect_refs(definition, &mut pending);
+        schemas.insert(next, definition.clone());
+    }
+}
+
+/// The definitions `schema` refers to.
+fn collect_refs(schema: &Value, found: &mut Vec<String>) {
+    match schema {
+        Value::Object(fields) => {
+            for (key, value) in fields {
+                match (key.as_str(), value.as_str()) {
+                    ("$ref", Some(reference)) => {
+                        if let Some(name) = reference.strip_prefix(V3_REF_PREFIX) {
+                            found.push(name.to_string());
+                        }
+                    }
+                    _ => collect_refs(value, found),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                collect_refs(item, found);
+            }
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -88,6 +88,20 @@ impl ApiError {
         )
     }
 
+    /// 429 TooManyRequests with `message`.
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        Self::new(429, "TooManyRequests", message)
+    }
+
+    /// This error with another message.
+    #[must_use]
+    pub fn with_message(self, message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            ..self
+        }
+    }
+
     /// 403 Forbidden: `<resource> "<name>" is forbidden: <why>`.
     pub fn forbidden(plural: &str, group: &str, name: &str, why: impl std::fmt::Display) -> Self {
         let resource = if group.is_empty() {
@@ -251,9 +265,10 @@ impl ApiError {
         status
     }
 
-    /// The HTTP response.
+    /// The HTTP response: the `Status` written as kube-apiserver writes it (its fields in Go's
+    /// order, empty ones left out, a newline after).
     pub fn response(&self) -> Response {
-        let mut response = json_response(self.code, &self.status());
+        let mut response = bytes_response(self.code, Bytes::from(status_json(&self.status())));
         if let Some(seconds) = self.retry_after
             && let Ok(value) = header::HeaderValue::from_str(&seconds.to_string())
         {
@@ -269,10 +284,102 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// A JSON response with `code`.
+/// A JSON response with `code`, ending in a newline as Go's encoder writes it. A `Status`
+/// has its fields in kube-apiserver's order.
 pub fn json_response(code: u16, body: &Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    if body["kind"] == "Status" {
+        return bytes_response(code, Bytes::from(status_json(body)));
+    }
+    let mut bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    bytes.push(b'\n');
     bytes_response(code, Bytes::from(bytes))
+}
+
+/// A `Status` as kube-apiserver's JSON encoder writes it: `metav1.Status`'s fields in order,
+/// those that are empty left out, then a newline.
+fn status_json(status: &Value) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Body<'a> {
+        kind: &'a str,
+        api_version: &'a str,
+        metadata: &'a Value,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        status: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        message: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        reason: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        details: Option<Details<'a>>,
+        #[serde(skip_serializing_if = "is_zero")]
+        code: u64,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Details<'a> {
+        #[serde(skip_serializing_if = "str::is_empty")]
+        name: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        group: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        kind: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        uid: &'a str,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        causes: Vec<Cause<'a>>,
+        #[serde(skip_serializing_if = "is_zero")]
+        retry_after_seconds: u64,
+    }
+    #[derive(serde::Serialize)]
+    struct Cause<'a> {
+        #[serde(skip_serializing_if = "str::is_empty")]
+        reason: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        message: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        field: &'a str,
+    }
+    fn is_zero(value: &u64) -> bool {
+        *value == 0
+    }
+    fn text(value: &Value) -> &str {
+        value.as_str().unwrap_or_default()
+    }
+    let empty = Value::Object(serde_json::Map::new());
+    let details = status
+        .get("details")
+        .filter(|d| d.is_object())
+        .map(|details| Details {
+            name: text(&details["name"]),
+            group: text(&details["group"]),
+            kind: text(&details["kind"]),
+            uid: text(&details["uid"]),
+            causes: details["causes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|cause| Cause {
+                    reason: text(&cause["reason"]),
+                    message: text(&cause["message"]),
+                    field: text(&cause["field"]),
+                })
+                .collect(),
+            retry_after_seconds: details["retryAfterSeconds"].as_u64().unwrap_or(0),
+        });
+    let body = Body {
+        kind: "Status",
+        api_version: "v1",
+        metadata: status.get("metadata").unwrap_or(&empty),
+        status: text(&status["status"]),
+        message: text(&status["message"]),
+        reason: text(&status["reason"]),
+        details,
+        code: status["code"].as_u64().unwrap_or(0),
+    };
+    let mut bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+    bytes.push(b'\n');
+    bytes
 }
 
 /// A stored object as the response, with `code`: its serialization is shared with list pages

@@ -13,8 +13,9 @@ use crate::kinds::strategy::{self, Context};
 use crate::patch::{json_patch, merge_patch};
 use crate::request::body::{ParsedBody, parse_json, parse_yaml};
 use crate::request::decode::{DecodedObject, Origin, decode_object};
-use crate::request::encode::Encoding;
+use crate::request::encode::{Encoding, protobuf_capable};
 use crate::request::options::{Verb, WriteOptions};
+use crate::request::protobuf;
 use crate::request::warnings::add_warnings;
 use crate::resource::ResourceKind;
 use crate::storage::{Deleted, Propagation, StoreError, StoredObject, random_suffix};
@@ -65,7 +66,7 @@ fn media_type(request: &Request) -> String {
 
 /// The media types an object body of `kind` may come in.
 fn body_types(kind: &ResourceKind) -> Vec<&'static str> {
-    if kind.is_builtin() {
+    if protobuf_capable(kind) {
         vec![JSON, YAML, PROTOBUF]
     } else {
         vec![JSON, YAML]
@@ -81,6 +82,23 @@ fn parse_object(
     let parsed = match content_type {
         "" | JSON => parse_json(bytes),
         YAML => parse_yaml(bytes),
+        PROTOBUF if protobuf_capable(kind) => {
+            let message = kind
+                .builtin
+                .map(|builtin| builtin.schema_name().into_owned())
+                .unwrap_or_default();
+            return protobuf::decode_body(bytes, &message)
+                .map(|value| ParsedBody {
+                    value,
+                    duplicate_fields: Vec::new(),
+                })
+                .map_err(|error| {
+                    ApiError::bad_request(format!(
+                        "the object provided is unrecognized (must be of type {}): {error}",
+                        kind.kind
+                    ))
+                });
+        }
         _ => return Err(ApiError::unsupported_media_type(&body_types(kind))),
     };
     parsed.map_err(|error| {
@@ -294,7 +312,7 @@ pub(super) async fn update(
 
 /// Prepares and writes an update (of a PUT or a PATCH) and, for a CRD, serves what it now
 /// defines.
-fn store_update(
+pub(super) fn store_update(
     app: &App,
     kind: &ResourceKind,
     item: Item<'_>,
@@ -521,4 +539,125 @@ pub(super) async fn delete_collection(
     }
     let metadata = json!({"resourceVersion": app.store.resource_version().to_string()});
     encoding.list(metadata, deleted.iter().map(|item| &**item))
+}
+
+/// Reads a JSON body (of a subresource's POST) into a tree; an empty body is an empty object.
+pub(super) async fn json_body(app: &App, request: Request) -> Result<Value, ApiError> {
+    let bytes = body_bytes(app, request).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    let content_type = media_type_of(&bytes);
+    let parsed = if content_type == YAML {
+        parse_yaml(&bytes)
+    } else {
+        parse_json(&bytes)
+    };
+    parsed.map(|parsed| parsed.value).map_err(|error| {
+        ApiError::bad_request(format!("the request body could not be decoded: {error}"))
+    })
+}
+
+/// JSON when the body starts like JSON, YAML otherwise.
+fn media_type_of(bytes: &[u8]) -> &'static str {
+    match bytes.iter().find(|byte| !byte.is_ascii_whitespace()) {
+        Some(b'{' | b'[') => JSON,
+        _ => YAML,
+    }
+}
+
+/// What a PUT or PATCH of a subresource asks for: the body of a PUT, or the patch applied to
+/// `current` (the subresource as it is now), with the checked options of the write.
+pub(super) async fn patched_or_replaced(
+    app: &App,
+    request: Request,
+    query: &Query,
+    current: Value,
+) -> Result<(Value, WriteOptions), ApiError> {
+    let patching = request.method() == axum::http::Method::PATCH;
+    let content_type = media_type(&request);
+    if patching {
+        let types = [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH];
+        if !types.contains(&content_type.as_str()) {
+            return Err(ApiError::unsupported_media_type(&types));
+        }
+    } else if !content_type.is_empty() && content_type != JSON && content_type != YAML {
+        return Err(ApiError::unsupported_media_type(&[JSON, YAML]));
+    }
+    let verb = if patching {
+        Verb::Patch { apply: false }
+    } else {
+        Verb::Update
+    };
+    let options = WriteOptions::parse(verb, query, None)?;
+    let bytes = body_bytes(app, request).await?;
+    if !patching {
+        let parsed = if content_type == YAML {
+            parse_yaml(&bytes)
+        } else {
+            parse_json(&bytes)
+        };
+        let value = parsed
+            .map_err(|error| {
+                ApiError::bad_request(format!("the request body could not be decoded: {error}"))
+            })?
+            .value;
+        return Ok((value, options));
+    }
+    let patch = parse_json(&bytes)
+        .map_err(|error| ApiError::bad_request(format!("error decoding patch: {error}")))?
+        .value;
+    let mut patched = current;
+    apply_patch(&content_type, &mut patched, &patch)?;
+    Ok((patched, options))
+}
+
+/// Applies `patch` of `content_type` to `target`.
+fn apply_patch(content_type: &str, target: &mut Value, patch: &Value) -> Result<(), ApiError> {
+    match content_type {
+        MERGE_PATCH => {
+            merge_patch(target, patch);
+            Ok(())
+        }
+        STRATEGIC_MERGE_PATCH => strategic_merge_patch(target, patch)
+            .map_err(|error| ApiError::bad_request(error.to_string())),
+        _ => {
+            json_patch(target, patch).map_err(|error| ApiError::invalid_message(error.to_string()))
+        }
+    }
+}
+
+/// A write of a subresource that changes one part of its object (`part`): the part is taken
+/// from the body (PUT) or from the object patched (PATCH), the rest stays as stored.
+pub(super) async fn replace_part(
+    app: &App,
+    encoding: &Encoding<'_>,
+    item: Item<'_>,
+    query: &Query,
+    request: Request,
+    part: super::subresource::Part,
+) -> Result<Response, ApiError> {
+    let kind = encoding.kind;
+    let stored = app
+        .store
+        .get(kind, item.namespace, item.name)
+        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    let (wanted, options) =
+        patched_or_replaced(app, request, query, stored.value().clone()).await?;
+    let merged = part.merged(&stored, &wanted);
+    let decoded = decode_object(
+        kind,
+        ParsedBody {
+            value: merged,
+            duplicate_fields: Vec::new(),
+        },
+        options.field_validation,
+        Origin::Patch,
+    )?;
+    let item = Item {
+        status_only: false,
+        ..item
+    };
+    let (written_object, _) = store_update(app, kind, item, decoded.object, &options)?;
+    written(encoding, 200, &written_object, &decoded.warnings)
 }

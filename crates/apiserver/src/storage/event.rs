@@ -102,11 +102,7 @@ impl WatchEvent {
                 }
                 let mut line = line_head(self.event_type.as_str(), 1024);
                 let start = line.len();
-                // Writing a `Value` into a Vec cannot fail: its keys are strings.
-                if serde_json::to_writer(&mut line, self.object.value()).is_err() {
-                    line.truncate(start);
-                    line.extend_from_slice(b"null");
-                }
+                super::stored::write_kube_order(self.object.value(), &mut line);
                 let end = line.len();
                 line.extend_from_slice(LINE_TAIL);
                 let line = Bytes::from(line);

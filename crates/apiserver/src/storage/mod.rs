@@ -35,12 +35,12 @@ pub use self::error::{Cause, StoreError, causes_text};
 pub(crate) use self::event::watch_line;
 pub use self::event::{EventType, WatchEvent};
 pub use self::gc::{FOREGROUND_DELETION, Propagation};
-pub(crate) use self::meta::random_suffix;
+pub(crate) use self::meta::{now_timestamp, random_suffix};
 pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
 
 use self::data_dir::DataDir;
-use self::meta::{has_finalizers, mark_deleted, metadata_mut, name_causes, now_timestamp, spec_of};
+use self::meta::{has_finalizers, mark_deleted, metadata_mut, name_causes, spec_of};
 use self::remaining_counts::{RemainingCounts, Snapshot};
 use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 

@@ -17,6 +17,8 @@ use serde_json::Value;
 /// let object = StoredObject::new(serde_json::json!({"metadata": {"name": "a"}}));
 /// assert_eq!(object["metadata"]["name"], "a");
 /// assert_eq!(&object.json()[..], br#"{"metadata":{"name":"a"}}"#);
+/// let typed = StoredObject::new(serde_json::json!({"apiVersion": "v1", "data": {}, "kind": "ConfigMap"}));
+/// assert_eq!(&typed.json()[..], br#"{"kind":"ConfigMap","apiVersion":"v1","data":{}}"#);
 /// // Asked again: the same bytes, not a second serialization.
 /// assert_eq!(object.json().as_ptr(), object.json().as_ptr());
 /// ```
@@ -51,15 +53,50 @@ impl StoredObject {
         let _ = self.json.set(json);
     }
 
-    /// The object serialized as compact JSON, shared by every caller.
+    /// The object serialized as compact JSON, shared by every caller: `kind`, `apiVersion` and
+    /// `metadata` first, as kube-apiserver writes them (its types begin with them), then the
+    /// other fields.
     pub fn json(&self) -> Bytes {
         self.json
-            .get_or_init(|| {
-                // Writing a `Value` into a Vec cannot fail: its keys are strings.
-                Bytes::from(serde_json::to_vec(&self.value).unwrap_or_else(|_| b"null".to_vec()))
-            })
+            .get_or_init(|| Bytes::from(kube_order_json(&self.value)))
             .clone()
     }
+}
+
+/// The fields an object of kube-apiserver begins with, in its order.
+const LEADING: [&str; 3] = ["kind", "apiVersion", "metadata"];
+
+/// `value` as compact JSON, an object's leading fields in kube-apiserver's order.
+fn kube_order_json(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    write_kube_order(value, &mut out);
+    out
+}
+
+/// Appends `value` as compact JSON to `out`, an object's leading fields in kube-apiserver's
+/// order.
+pub(crate) fn write_kube_order(value: &Value, out: &mut Vec<u8>) {
+    let Value::Object(fields) = value else {
+        // Writing a `Value` into a Vec cannot fail: its keys are strings.
+        if serde_json::to_writer(&mut *out, value).is_err() {
+            out.extend_from_slice(b"null");
+        }
+        return;
+    };
+    out.push(b'{');
+    let leading = LEADING.iter().filter_map(|key| fields.get_key_value(*key));
+    let rest = fields
+        .iter()
+        .filter(|(key, _)| !LEADING.contains(&key.as_str()));
+    for (index, (key, field)) in leading.chain(rest).enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut *out, field);
+    }
+    out.push(b'}');
 }
 
 impl Deref for StoredObject {

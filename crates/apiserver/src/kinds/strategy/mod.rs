@@ -30,10 +30,19 @@ pub(crate) fn prepare_for_create(
     object: &mut Value,
     context: &Context<'_>,
 ) -> Result<(), ApiError> {
-    if kind.status_subresource && kind.builtin.is_some() {
-        // Go writes a struct field even when it is empty: every such kind has a status.
+    if kind.status_subresource
+        && let Some(builtin) = kind.builtin
+    {
+        // A new object's status is empty, as Go writes an empty status struct: with the fields
+        // its type always has (a ReplicationController's `replicas: 0`).
+        let empty = serde_json::json!({"metadata": {}, "status": {}});
+        let status = builtin
+            .decode(&empty)
+            .ok()
+            .and_then(|decoded| decoded.object.get("status").cloned())
+            .unwrap_or_else(|| Value::Object(Map::new()));
         if let Some(fields) = object.as_object_mut() {
-            fields.insert("status".to_string(), Value::Object(Map::new()));
+            fields.insert("status".to_string(), status);
         }
     }
     match (

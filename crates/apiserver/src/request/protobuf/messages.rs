@@ -1,0 +1,140 @@
+//! The messages of Kubernetes' protobuf encoding, read from `messages.txt` (derived from the
+//! kube-rs project's `k8s-pb` bindings and k8s-openapi's schemas by `tests/protobuf_table.rs`):
+//! per message, each field's number, JSON name and type, under Kubernetes' definition names
+//! (`io.k8s.api.core.v1.Pod`).
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// The type of a field's values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scalar {
+    /// `string`.
+    String,
+    /// `int32`.
+    Int32,
+    /// `int64`.
+    Int64,
+    /// `bool`.
+    Bool,
+    /// `double`.
+    Double,
+    /// `bytes` (base64 in JSON).
+    Bytes,
+    /// A message, by name.
+    Message(&'static str),
+}
+
+/// How many values a field has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shape {
+    /// One.
+    Single,
+    /// A list.
+    Repeated,
+    /// A map with string keys.
+    Map,
+}
+
+/// One field of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// Its number.
+    pub number: u32,
+    /// Its name in JSON.
+    pub json: &'static str,
+    /// One value, a list or a map.
+    pub shape: Shape,
+    /// The type of its values.
+    pub scalar: Scalar,
+}
+
+/// A message: its fields in number order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Message {
+    /// The fields.
+    pub fields: Vec<Field>,
+}
+
+impl Message {
+    /// The field numbered `number`.
+    pub fn by_number(&self, number: u32) -> Option<&Field> {
+        self.fields.iter().find(|field| field.number == number)
+    }
+}
+
+const TABLE: &str = include_str!("messages.txt");
+
+/// The message named `name`.
+pub fn message(name: &str) -> Option<&'static Message> {
+    static MESSAGES: LazyLock<HashMap<&'static str, Message>> = LazyLock::new(parse);
+    MESSAGES.get(name)
+}
+
+fn parse() -> HashMap<&'static str, Message> {
+    TABLE
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| {
+            let mut columns = line.split('\t');
+            let name = columns.next()?;
+            let fields = columns.filter_map(parse_field).collect();
+            Some((name, Message { fields }))
+        })
+        .collect()
+}
+
+fn parse_field(column: &'static str) -> Option<Field> {
+    let mut parts = column.splitn(3, ',');
+    let number = parts.next()?.parse().ok()?;
+    let json = parts.next()?;
+    let mut kind = parts.next()?;
+    let shape = if let Some(rest) = kind.strip_prefix("[]") {
+        kind = rest;
+        Shape::Repeated
+    } else if let Some(rest) = kind.strip_prefix("map[string]") {
+        kind = rest;
+        Shape::Map
+    } else {
+        Shape::Single
+    };
+    let scalar = match kind {
+        "string" => Scalar::String,
+        "int32" => Scalar::Int32,
+        "int64" => Scalar::Int64,
+        "bool" => Scalar::Bool,
+        "double" => Scalar::Double,
+        "bytes" => Scalar::Bytes,
+        message => Scalar::Message(message),
+    };
+    Some(Field {
+        number,
+        json,
+        shape,
+        scalar,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_knows_pods_and_their_metadata() {
+        let pod = message("io.k8s.api.core.v1.Pod").unwrap();
+        assert_eq!(
+            pod.by_number(2).unwrap(),
+            &Field {
+                number: 2,
+                json: "spec",
+                shape: Shape::Single,
+                scalar: Scalar::Message("io.k8s.api.core.v1.PodSpec"),
+            }
+        );
+        let metadata = message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta").unwrap();
+        assert_eq!(metadata.by_number(11).unwrap().json, "labels");
+        assert_eq!(metadata.by_number(11).unwrap().shape, Shape::Map);
+        let secret = message("io.k8s.api.core.v1.Secret").unwrap();
+        assert_eq!(secret.by_number(2).unwrap().scalar, Scalar::Bytes);
+    }
+}
