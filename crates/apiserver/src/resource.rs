@@ -42,6 +42,8 @@ pub struct ResourceKind {
     pub selectable_fields: Vec<SelectableField>,
     /// The built-in type behind it; `None` for a custom resource.
     pub builtin: Option<&'static BuiltinType>,
+    /// Whether it is only created and answered, never stored (the review kinds).
+    pub create_only: bool,
 }
 
 impl ResourceKind {
@@ -138,6 +140,7 @@ impl ResourceKind {
                 })
                 .collect(),
             builtin: Some(builtin),
+            create_only: facts.create_only,
         }
     }
 }

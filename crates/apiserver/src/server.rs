@@ -131,6 +131,7 @@ impl ApiServer {
             link: Arc::clone(&link),
             chunks: crate::rest::chunk_buffers::ChunkBuffers::default(),
             services: Default::default(),
+            tokens: Default::default(),
         });
         serve_stored_crds(&app);
         crate::rest::cluster::bootstrap(&app);

@@ -462,6 +462,15 @@ fn all() -> Vec<BuiltinType> {
         serve!(api::storagemigration::v1::StorageVersionMigration, Facts::new().status().requires_resource_version());
     }
 
+    // The reviews: answered, never stored.
+    let review = Facts::new().create_only();
+    serve!(api::authentication::v1::TokenReview, review);
+    serve!(api::authentication::v1::SelfSubjectReview, review);
+    serve!(api::authorization::v1::SubjectAccessReview, review);
+    serve!(api::authorization::v1::SelfSubjectAccessReview, review);
+    serve!(api::authorization::v1::LocalSubjectAccessReview, review);
+    serve!(api::authorization::v1::SelfSubjectRulesReview, review);
+
     // Extensions of the API itself.
     serve!(
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,

@@ -33,6 +33,8 @@ pub struct Facts {
     pub requires_resource_version: bool,
     /// The fields a field selector may name besides `metadata.name` and `metadata.namespace`.
     pub selectable_fields: &'static [Field],
+    /// Whether it is only created, answered and never stored (a review).
+    pub create_only: bool,
 }
 
 /// A field a field selector may name: its label, the dotted JSON path it reads, and the value it
@@ -52,6 +54,15 @@ impl Facts {
             create_on_update: false,
             requires_resource_version: false,
             selectable_fields: &[],
+            create_only: false,
+        }
+    }
+
+    /// Only created and answered, never stored.
+    pub const fn create_only(self) -> Self {
+        Self {
+            create_only: true,
+            ..self
         }
     }
 

@@ -29,6 +29,17 @@ fn generate() -> Map<String, Value> {
     for builtin in builtin_types() {
         builtin.schema(&mut generator);
     }
+    // What subresources take and answer, and the metadata-only forms.
+    {
+        use k8s_openapi::api;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+        generator.subschema_for::<api::autoscaling::v1::Scale>();
+        generator.subschema_for::<api::authentication::v1::TokenRequest>();
+        generator.subschema_for::<api::policy::v1::Eviction>();
+        generator.subschema_for::<api::core::v1::Binding>();
+        generator.subschema_for::<meta::Status>();
+        generator.subschema_for::<meta::APIResourceList>();
+    }
     let mut definitions = generator.take_definitions(true);
     for builtin in builtin_types() {
         if let Some(Value::Object(definition)) = definitions.get_mut(&*builtin.schema_name()) {

@@ -75,6 +75,9 @@ pub fn subresources(kind: &ResourceKind) -> Vec<Subresource> {
 
 /// The verbs of the resource itself.
 pub fn verbs(kind: &ResourceKind) -> &'static [&'static str] {
+    if kind.create_only {
+        return &["create"];
+    }
     match (
         kind.group.as_str(),
         kind.plural.as_str(),

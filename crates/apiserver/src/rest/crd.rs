@@ -50,6 +50,7 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
                 returns_deleted_object: false,
                 selectable_fields: Vec::new(),
                 builtin: None,
+                create_only: false,
             })
         })
         .collect()

@@ -12,6 +12,7 @@ pub(crate) use self::crd::serve_stored as serve_stored_crds;
 mod discovery;
 mod openapi;
 mod read;
+mod review;
 pub mod status;
 mod subresource;
 mod write;
@@ -90,6 +91,8 @@ pub struct App {
     pub(crate) chunks: chunk_buffers::ChunkBuffers,
     /// The lock under which Services get cluster IPs and node ports.
     pub(crate) services: crate::kinds::strategy::ServiceAllocations,
+    /// The key service account tokens are signed with.
+    pub(crate) tokens: review::TokenKey,
 }
 
 /// What a resource URL names.

@@ -6,7 +6,6 @@
 use axum::extract::Request;
 use axum::http::Method;
 use axum::response::Response;
-use base64::Engine;
 use serde_json::{Value, json};
 
 use super::status::{ApiError, json_response};
@@ -49,6 +48,11 @@ pub(super) async fn serve(
             .await
         }
         ("approval", Method::PUT | Method::PATCH) => {
+            // The conditions are the status's: written as a status write.
+            let item = Item {
+                status_only: true,
+                ..item
+            };
             write::replace_part(app, encoding, item, query, request, Part::Conditions).await
         }
         ("finalize", Method::PUT) => {
@@ -316,7 +320,7 @@ async fn token(
     item: Item<'_>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let body = write::json_body(app, request).await?;
+    let body = write::json_body(app, request, "io.k8s.api.authentication.v1.TokenRequest").await?;
     let invalid = |field: &str, message: String| {
         ApiError::invalid(
             "authentication.k8s.io",
@@ -365,7 +369,7 @@ async fn token(
     }
     let audiences = match body["spec"]["audiences"].as_array() {
         Some(audiences) if !audiences.is_empty() => Value::Array(audiences.clone()),
-        _ => json!(["https://kubernetes.default.svc.cluster.local"]),
+        _ => json!([super::review::API_AUDIENCE]),
     };
     let now = jiff::Timestamp::now();
     let expires = now
@@ -377,24 +381,16 @@ async fn token(
         "exp": expires.as_second(),
         "iat": now.as_second(),
         "nbf": now.as_second(),
-        "iss": "https://kubernetes.default.svc.cluster.local",
+        "iss": super::review::API_AUDIENCE,
         "sub": format!("system:serviceaccount:{}:{}", item.namespace, item.name),
         "kubernetes.io": {
             "namespace": item.namespace,
             "serviceaccount": {"name": item.name, "uid": uid},
         },
     });
-    let encode = |value: &Value| {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(serde_json::to_vec(value).unwrap_or_default())
-    };
-    let signature =
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
-    let token = format!(
-        "{}.{}.{signature}",
-        encode(&json!({"alg": "RS256", "kid": "ctrlkit"})),
-        encode(&claims)
-    );
+    let token = app
+        .tokens
+        .sign(&json!({"alg": "HS256", "kid": "ctrlkit"}), &claims);
     let seconds = |time: jiff::Timestamp| {
         time.round(jiff::Unit::Second)
             .map(|time| time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
@@ -428,7 +424,7 @@ async fn eviction(
     query: &Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let body = write::json_body(app, request).await?;
+    let body = write::json_body(app, request, "io.k8s.api.policy.v1.Eviction").await?;
     if let Some(name) = body["metadata"]["name"].as_str()
         && name != item.name
     {
@@ -504,7 +500,7 @@ async fn binding(
     item: Item<'_>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let body = write::json_body(app, request).await?;
+    let body = write::json_body(app, request, "io.k8s.api.core.v1.Binding").await?;
     let Some(node) = body["target"]["name"].as_str().filter(|n| !n.is_empty()) else {
         return Err(ApiError::invalid(
             "",

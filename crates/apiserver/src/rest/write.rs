@@ -242,6 +242,9 @@ pub(super) async fn create(
     let kind = encoding.kind;
     let options = WriteOptions::parse(Verb::Create, query, None)?;
     let decoded = object_body(app, kind, namespace, &options, request).await?;
+    if kind.create_only {
+        return super::review::create(app, kind, decoded.object);
+    }
     let generated = metadata_string(&decoded.object, "name").is_empty()
         && !metadata_string(&decoded.object, "generateName").is_empty();
     let context = strategy_context(app);
@@ -541,11 +544,22 @@ pub(super) async fn delete_collection(
     encoding.list(metadata, deleted.iter().map(|item| &**item))
 }
 
-/// Reads a JSON body (of a subresource's POST) into a tree; an empty body is an empty object.
-pub(super) async fn json_body(app: &App, request: Request) -> Result<Value, ApiError> {
+/// Reads the body of a subresource's POST into a tree: JSON, YAML, or protobuf of the message
+/// `message`; an empty body is an empty object.
+pub(super) async fn json_body(
+    app: &App,
+    request: Request,
+    message: &str,
+) -> Result<Value, ApiError> {
+    let declared = media_type(&request);
     let bytes = body_bytes(app, request).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
+    }
+    if declared == PROTOBUF {
+        return protobuf::decode_body(&bytes, message).map_err(|error| {
+            ApiError::bad_request(format!("the object provided is unrecognized: {error}"))
+        });
     }
     let content_type = media_type_of(&bytes);
     let parsed = if content_type == YAML {
@@ -654,10 +668,6 @@ pub(super) async fn replace_part(
         options.field_validation,
         Origin::Patch,
     )?;
-    let item = Item {
-        status_only: false,
-        ..item
-    };
     let (written_object, _) = store_update(app, kind, item, decoded.object, &options)?;
     written(encoding, 200, &written_object, &decoded.warnings)
 }
