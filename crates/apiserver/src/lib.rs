@@ -11,10 +11,13 @@
 //! - [`server`]: binding and running it;
 //! - [`in_process`]: calling it without a socket, as a `tower` service;
 //! - [`patch`] and [`strategic`]: merge, JSON and strategic merge patches;
+//! - [`apply`]: server-side apply and `managedFields`;
+//! - [`structural`]: a custom resource's schema, read once for every request that needs it;
 //! - [`auth`]: the optional bearer token every request must then carry;
 //! - [`tls`]: serving HTTPS, with a CA generated at start if need be;
 //! - [`faults`]: the fault hooks reliability tests drive.
 
+pub mod apply;
 pub mod auth;
 pub mod faults;
 pub mod in_process;
@@ -29,6 +32,7 @@ pub mod selector;
 pub mod server;
 pub mod storage;
 pub mod strategic;
+pub mod structural;
 pub mod tls;
 
 pub use self::auth::BearerToken;

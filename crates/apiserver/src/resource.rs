@@ -2,8 +2,10 @@
 //! the storage rules that differ between resources.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::kinds::{BuiltinType, builtin_types};
+use crate::structural::Node;
 
 /// A resource the server serves, as its discovery document describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +46,9 @@ pub struct ResourceKind {
     pub builtin: Option<&'static BuiltinType>,
     /// Whether it is only created and answered, never stored (the review kinds).
     pub create_only: bool,
+    /// A custom resource's schema (its CRD version's `openAPIV3Schema`); `None` for built-in
+    /// kinds, whose types are their schemas.
+    pub schema: Option<Arc<Node>>,
 }
 
 impl ResourceKind {
@@ -141,6 +146,7 @@ impl ResourceKind {
                 .collect(),
             builtin: Some(builtin),
             create_only: facts.create_only,
+            schema: None,
         }
     }
 }

@@ -57,6 +57,24 @@ impl Kubectl {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// Runs kubectl expecting it to fail; returns what it wrote to stderr.
+    async fn run_failing(&self, args: &[&str]) -> String {
+        let output = Command::new(&self.binary)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            !output.status.success(),
+            "{} {args:?} succeeded: {}",
+            self.binary.display(),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        String::from_utf8(output.stderr).unwrap()
+    }
+
     /// `kubectl create -f`, with kubectl's default validation (before 1.28 it first needs the
     /// OpenAPI v2 document in protobuf).
     async fn create(&self, file: &Path) -> String {
@@ -70,7 +88,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-async fn scenario(version: &str) {
+/// A server, a scratch directory and kubectl `version` set up to use the server.
+async fn session(version: &str) -> (ApiServer, PathBuf, Kubectl) {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     let dir = std::env::temp_dir().join(format!("ctrlkit-kubectl-{}", server.address().port()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -86,6 +105,11 @@ async fn scenario(version: &str) {
         binary: find_kubectl(version),
         kubeconfig,
     };
+    (server, dir, kubectl)
+}
+
+async fn scenario(version: &str) {
+    let (server, dir, kubectl) = session(version).await;
     let kinds = builtin_resources();
     let configmaps = kinds.iter().find(|k| k.plural == "configmaps").unwrap();
 
@@ -267,6 +291,97 @@ async fn scenario(version: &str) {
     );
 
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `kubectl apply --server-side`: create, update, a field dropped from the file removed, a
+/// second manager's conflict reported as kube-apiserver words it, `--force-conflicts`, and the
+/// entries `--show-managed-fields` shows.
+async fn server_side_apply(version: &str) {
+    let (_server, dir, kubectl) = session(version).await;
+    let settings = |data: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n{data}")
+    };
+    let file = write(
+        &dir,
+        "apply.yaml",
+        &settings("  mode: fast\n  level: \"3\"\n"),
+    );
+    let path = file.to_str().unwrap();
+    let applied = kubectl.run(&["apply", "--server-side", "-f", path]).await;
+    assert!(
+        applied.contains("configmap/settings serverside-applied"),
+        "{applied}"
+    );
+    let data =
+        |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap()["data"].clone();
+    let get = ["get", "configmap", "settings", "-o", "json"];
+    assert_eq!(
+        data(&kubectl.run(&get).await),
+        serde_json::json!({"mode": "fast", "level": "3"})
+    );
+
+    write(&dir, "apply.yaml", &settings("  mode: slow\n"));
+    kubectl.run(&["apply", "--server-side", "-f", path]).await;
+    assert_eq!(
+        data(&kubectl.run(&get).await),
+        serde_json::json!({"mode": "slow"})
+    );
+
+    let other = write(&dir, "other.yaml", &settings("  mode: turbo\n"));
+    let other = other.to_str().unwrap();
+    let refused = kubectl
+        .run_failing(&[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "-f",
+            other,
+        ])
+        .await;
+    assert!(
+        refused.contains("Apply failed with 1 conflict: conflict with \"kubectl\": .data.mode"),
+        "{refused}"
+    );
+    kubectl
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "--force-conflicts",
+            "-f",
+            other,
+        ])
+        .await;
+    assert_eq!(
+        data(&kubectl.run(&get).await),
+        serde_json::json!({"mode": "turbo"})
+    );
+
+    let shown = kubectl
+        .run(&[
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "yaml",
+            "--show-managed-fields",
+        ])
+        .await;
+    assert!(shown.contains("manager: other"), "{shown}");
+    assert!(shown.contains("operation: Apply"), "{shown}");
+    assert!(shown.contains("f:mode: {}"), "{shown}");
+
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_1_27() {
+    server_side_apply("1.27").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_1_33() {
+    server_side_apply("1.33").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 mod builtin;
 pub(crate) mod defaults;
 mod facts;
+pub mod messages;
 pub mod printers;
 pub mod schema;
 pub(crate) mod strategy;

@@ -202,13 +202,13 @@ fn protobuf_message(kind: &ResourceKind, value: &Value) -> Option<String> {
             }
         }
     };
-    protobuf::messages::message(&name).map(|_| name)
+    crate::kinds::messages::message(&name).map(|_| name)
 }
 
 /// Whether answers about `kind` can be protobuf: a built-in kind the message table has.
 pub fn protobuf_capable(kind: &ResourceKind) -> bool {
     kind.builtin
-        .is_some_and(|builtin| protobuf::messages::message(&builtin.schema_name()).is_some())
+        .is_some_and(|builtin| crate::kinds::messages::message(&builtin.schema_name()).is_some())
 }
 
 /// A response of `code` with `bytes` of `content_type`.

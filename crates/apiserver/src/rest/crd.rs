@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::App;
 use crate::resource::ResourceKind;
+use crate::structural::Node;
 
 /// Whether `kind` is the CustomResourceDefinition resource itself.
 pub(super) fn is_crd(kind: &ResourceKind) -> bool {
@@ -51,6 +52,10 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
                 selectable_fields: Vec::new(),
                 builtin: None,
                 create_only: false,
+                schema: version["schema"]
+                    .get("openAPIV3Schema")
+                    .filter(|schema| schema.is_object())
+                    .map(Node::compile),
             })
         })
         .collect()

@@ -5,6 +5,7 @@
 //! with a `Status` as kube-apiserver's would.
 
 mod admin;
+mod apply;
 pub(crate) mod chunk_buffers;
 pub(crate) mod cluster;
 mod crd;
@@ -369,6 +370,7 @@ async fn dispatch(
                         namespace: &namespace,
                         name: &name,
                         status_only: false,
+                        subresource: other,
                     };
                     return subresource::serve(app, &encoding, item, other, &query, request).await;
                 }
@@ -377,6 +379,7 @@ async fn dispatch(
                 namespace: &namespace,
                 name: &name,
                 status_only,
+                subresource: if status_only { "status" } else { "" },
             };
             match method {
                 Method::GET => read::get(app, &encoding, &namespace, &name),

@@ -279,7 +279,8 @@ async fn scale(
 ) -> Result<Response, ApiError> {
     let object = get(app, kind, item)?;
     let current = scale_of(app, kind, &object)?;
-    let (wanted, options) = write::patched_or_replaced(app, request, query, current).await?;
+    let (wanted, options, manager) =
+        write::patched_or_replaced(app, request, query, current).await?;
     let replicas = wanted["spec"]["replicas"].as_i64().unwrap_or(0);
     if replicas < 0 {
         return Err(ApiError::invalid(
@@ -300,16 +301,18 @@ async fn scale(
     if let Some(version) = wanted["metadata"]["resourceVersion"].as_str() {
         updated["metadata"]["resourceVersion"] = json!(version);
     }
-    let (stored, _) = write::store_update(
-        app,
-        kind,
-        Item {
+    let write = write::Write {
+        item: Item {
             status_only: false,
             ..item
         },
-        updated,
-        &options,
-    )?;
+        options: &options,
+        manager: &manager,
+        allow_create: false,
+        retry: false,
+        apply: false,
+    };
+    let (stored, _) = write::guaranteed_update(app, kind, &write, |_| Ok(updated.clone()))?;
     Ok(json_response(200, &scale_of(app, kind, &stored)?))
 }
 

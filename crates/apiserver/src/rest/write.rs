@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 use super::status::{ApiError, json_response, success};
 use super::{App, Query, crd};
+use crate::apply::FieldManager;
+use crate::apply::schema::Type;
 use crate::kinds::strategy::{self, Context};
 use crate::patch::{json_patch, merge_patch};
 use crate::request::body::{ParsedBody, parse_json, parse_yaml};
@@ -217,11 +219,14 @@ pub(super) struct Item<'a> {
     pub name: &'a str,
     /// Whether the request is to its `status` subresource.
     pub status_only: bool,
+    /// The subresource written through (empty for the object itself), as `managedFields`
+    /// records it.
+    pub subresource: &'a str,
 }
 
 /// The answer to a write: the object with `code` as the client asked for it, and the warnings
 /// of its decoding.
-fn written(
+pub(super) fn written(
     encoding: &Encoding<'_>,
     code: u16,
     object: &StoredObject,
@@ -241,10 +246,16 @@ pub(super) async fn create(
 ) -> Result<Response, ApiError> {
     let kind = encoding.kind;
     let options = WriteOptions::parse(Verb::Create, query, None)?;
-    let decoded = object_body(app, kind, namespace, &options, request).await?;
+    let manager = manager_name(&options, &request);
+    let mut decoded = object_body(app, kind, namespace, &options, request).await?;
     if kind.create_only {
         return super::review::create(app, kind, decoded.object);
     }
+    FieldManager::new(kind, Type::of_resource(kind), "").update(
+        None,
+        &mut decoded.object,
+        &manager,
+    );
     let generated = metadata_string(&decoded.object, "name").is_empty()
         && !metadata_string(&decoded.object, "generateName").is_empty();
     let context = strategy_context(app);
@@ -306,61 +317,167 @@ pub(super) async fn update(
 ) -> Result<Response, ApiError> {
     let kind = encoding.kind;
     let options = WriteOptions::parse(Verb::Update, query, None)?;
+    let manager = manager_name(&options, &request);
     let decoded = object_body(app, kind, item.namespace, &options, request).await?;
     check_name(&decoded.object, item.name)?;
-    let (stored, created) = store_update(app, kind, item, decoded.object, &options)?;
+    let write = Write {
+        item,
+        options: &options,
+        manager: &manager,
+        allow_create: kind.create_on_update && !item.status_only,
+        retry: !has_resource_version(&decoded.object) && !kind.requires_resource_version_on_update,
+        apply: false,
+    };
+    let (stored, created) = guaranteed_update(app, kind, &write, |_| Ok(decoded.object.clone()))?;
     let code = if created { 201 } else { 200 };
     written(encoding, code, &stored, &decoded.warnings)
 }
 
-/// Prepares and writes an update (of a PUT or a PATCH) and, for a CRD, serves what it now
-/// defines.
-pub(super) fn store_update(
+/// Whether `object` names a resourceVersion (a precondition of its write).
+fn has_resource_version(object: &Value) -> bool {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .is_some_and(|version| !version.is_empty())
+}
+
+/// The manager a write is recorded for: its `fieldManager`, else the product of its
+/// `User-Agent`, as kube-apiserver names it.
+pub(super) fn manager_name(options: &WriteOptions, request: &Request) -> String {
+    if let Some(manager) = options.field_manager.as_deref().filter(|m| !m.is_empty()) {
+        return manager.to_string();
+    }
+    let agent = request
+        .headers()
+        .get(header::USER_AGENT)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        .unwrap_or_default();
+    user_agent_manager(&agent)
+}
+
+/// What precedes the first `/` of a `User-Agent`, without unprintable characters, at most
+/// 128 bytes (kube-apiserver's `prefixFromUserAgent`).
+fn user_agent_manager(agent: &str) -> String {
+    const MAX_LEN: usize = 128;
+    let product = agent.split('/').next().unwrap_or("");
+    let mut out = String::new();
+    for c in product.chars() {
+        if c.is_control() || (c.is_whitespace() && c != ' ') {
+            continue;
+        }
+        if out.len() + c.len_utf8() > MAX_LEN {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What a write is: its object, options and manager, and how it treats a missing object and a
+/// concurrent change.
+pub(super) struct Write<'a> {
+    /// The object written.
+    pub item: Item<'a>,
+    /// Its options.
+    pub options: &'a WriteOptions,
+    /// The manager it is recorded for.
+    pub manager: &'a str,
+    /// Whether a missing object is created (an apply, or a PUT of a kind that creates on
+    /// update); otherwise it is a 404.
+    pub allow_create: bool,
+    /// Whether the write applies to whatever the object is now, so a concurrent change means
+    /// computing it again (a patch or apply that names no resourceVersion, an unconditional
+    /// PUT); otherwise the change is a 409.
+    pub retry: bool,
+    /// Whether it is an apply, whose object comes with its managers recorded.
+    pub apply: bool,
+}
+
+/// How many times a write that applies to the current object is computed again when the
+/// object changes under it.
+const WRITE_ATTEMPTS: usize = 16;
+
+/// Writes the object `make` makes from the current one (`None`: there is none), as
+/// kube-apiserver's `GuaranteedUpdate` does: the managed fields recorded (unless `make` has,
+/// for an apply), the kind's strategy, the store; computed again if the object changed
+/// meanwhile and the write allows it. Returns the stored object and whether it was created.
+pub(super) fn guaranteed_update(
     app: &App,
     kind: &ResourceKind,
-    item: Item<'_>,
-    mut object: Value,
-    options: &WriteOptions,
+    write: &Write<'_>,
+    mut make: impl FnMut(Option<&Value>) -> Result<Value, ApiError>,
 ) -> Result<(std::sync::Arc<StoredObject>, bool), ApiError> {
     let Item {
         namespace,
         name,
         status_only,
-    } = item;
+        subresource,
+    } = write.item;
     let context = strategy_context(app);
-    let old = match app.store.get(kind, namespace, name) {
-        Ok(old) => Some(old),
-        Err(StoreError::NotFound { .. }) => None,
-        Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
-    };
-    match &old {
-        Some(old) if !status_only => {
-            strategy::prepare_for_update(kind, &mut object, old, &context)?
+    let dry_run = write.options.dry_run;
+    let field_manager = FieldManager::new(kind, Type::of_resource(kind), subresource);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let retry = write.retry && attempt < WRITE_ATTEMPTS;
+        let old = match app.store.get(kind, namespace, name) {
+            Ok(old) => Some(old),
+            Err(StoreError::NotFound { .. }) if write.allow_create => None,
+            Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
+        };
+        let old_value = old.as_deref().map(StoredObject::value);
+        let mut object = make(old_value)?;
+        if !write.apply {
+            field_manager.update(old_value, &mut object, write.manager);
         }
-        Some(_) => {}
-        None if kind.create_on_update && !status_only => {
-            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        let result = match &old {
+            Some(old) => {
+                if write.retry && !has_resource_version(&object) {
+                    // A precondition, so that a concurrent write is noticed.
+                    object["metadata"]["resourceVersion"] =
+                        old["metadata"]["resourceVersion"].clone();
+                }
+                if !status_only {
+                    strategy::prepare_for_update(kind, &mut object, old, &context)?;
+                }
+                app.services.serialized(|| {
+                    if dry_run {
+                        app.store
+                            .update_dry_run(kind, namespace, name, object, status_only)
+                    } else {
+                        app.store.update(kind, namespace, name, object, status_only)
+                    }
+                })
             }
-            strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
+            None => {
+                if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                    metadata.insert("name".into(), json!(name));
+                    metadata.remove("resourceVersion");
+                    metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+                }
+                strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
+                app.services
+                    .serialized(|| {
+                        if dry_run {
+                            app.store.create_dry_run(kind, namespace, object)
+                        } else {
+                            app.store.create(kind, namespace, object)
+                        }
+                    })
+                    .map(|created| (created, true))
+            }
+        };
+        match result {
+            Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) if retry => {}
+            Err(StoreError::NotFound { .. }) if retry && write.allow_create => {}
+            Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
+            Ok((stored, created)) => {
+                if crd::is_crd(kind) && !status_only && !dry_run {
+                    crd::serve(app, &stored);
+                }
+                return Ok((stored, created));
+            }
         }
-        None => {}
     }
-    let (stored, created) = app
-        .services
-        .serialized(|| {
-            if options.dry_run {
-                app.store
-                    .update_dry_run(kind, namespace, name, object, status_only)
-            } else {
-                app.store.update(kind, namespace, name, object, status_only)
-            }
-        })
-        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    if crd::is_crd(kind) && !status_only && !options.dry_run {
-        crd::serve(app, &stored);
-    }
-    Ok((stored, created))
 }
 
 /// The patch types `kind` takes, in kube-apiserver's order.
@@ -380,73 +497,85 @@ pub(super) async fn patch(
     request: Request,
 ) -> Result<Response, ApiError> {
     let kind = encoding.kind;
-    let (namespace, name) = (item.namespace, item.name);
     let content_type = media_type(&request);
     if !patch_types(kind).contains(&content_type.as_str()) {
         return Err(ApiError::unsupported_media_type(&patch_types(kind)));
     }
     let apply = content_type == APPLY_PATCH;
+    let agent_manager = manager_name(&WriteOptions::default(), &request);
     let bytes = body_bytes(app, request).await?;
     let options = WriteOptions::parse(Verb::Patch { apply }, query, None)?;
     if apply {
-        return Err(ApiError::unsupported_media_type(
-            &patch_types(kind)
-                .into_iter()
-                .filter(|t| *t != APPLY_PATCH)
-                .collect::<Vec<_>>(),
-        ));
+        return super::apply::apply(app, encoding, item, &options, &bytes);
     }
+    let manager = options.field_manager.clone().unwrap_or(agent_manager);
     let patch = parse_json(&bytes)
         .map_err(|error| ApiError::bad_request(format!("error decoding patch: {error}")))?;
-    let current = app
-        .store
-        .get(kind, namespace, name)
-        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    let mut patched = (*current).clone();
-    match content_type.as_str() {
-        MERGE_PATCH => merge_patch(&mut patched, &patch.value),
-        STRATEGIC_MERGE_PATCH => strategic_merge_patch(&mut patched, &patch.value)
-            .map_err(|error| ApiError::bad_request(error.to_string()))?,
-        _ => json_patch(&mut patched, &patch.value)
-            .map_err(|error| ApiError::invalid_message(error.to_string()))?,
-    }
-    check_name(&patched, name)?;
-    // A patch can leave something that is not an object at all (a merge patch `5`, a JSON patch
-    // that replaces `/metadata`): that is a bad request, not something to index into.
-    let Some(Value::Object(metadata)) = patched
-        .as_object_mut()
-        .map(|fields| fields.entry("metadata").or_insert_with(|| json!({})))
-    else {
-        return Err(ApiError::bad_request(
-            "the patched object must be a JSON object whose metadata is an object",
-        ));
-    };
-    // A patch applies to the current object unless it names a resourceVersion itself.
-    metadata
-        .entry("resourceVersion")
-        .or_insert_with(|| current["metadata"]["resourceVersion"].clone());
-    let duplicate_fields = patch
+    let duplicate_fields: Vec<String> = patch
         .duplicate_fields
-        .into_iter()
+        .iter()
         .map(|path| {
             if content_type == JSON_PATCH {
                 format!("json patch {path}")
             } else {
-                path
+                path.clone()
             }
         })
         .collect();
-    let decoded = decode_object(
-        kind,
-        ParsedBody {
-            value: patched,
-            duplicate_fields,
-        },
-        options.field_validation,
-        Origin::Patch,
-    )?;
-    let (stored, _) = store_update(app, kind, item, decoded.object, &options)?;
-    written(encoding, 200, &stored, &decoded.warnings)
+    let write = Write {
+        item,
+        options: &options,
+        manager: &manager,
+        allow_create: false,
+        retry: !names_resource_version(&content_type, &patch.value),
+        apply: false,
+    };
+    let mut warnings = Vec::new();
+    let (stored, _) = guaranteed_update(app, kind, &write, |current| {
+        let current = current.cloned().unwrap_or(Value::Null);
+        let mut patched = current.clone();
+        patch_value(&content_type, &mut patched, &patch.value)?;
+        check_name(&patched, item.name)?;
+        // A patch can leave something that is not an object at all (a merge patch `5`, a JSON
+        // patch that replaces `/metadata`): that is a bad request, not something to index into.
+        let Some(Value::Object(metadata)) = patched
+            .as_object_mut()
+            .map(|fields| fields.entry("metadata").or_insert_with(|| json!({})))
+        else {
+            return Err(ApiError::bad_request(
+                "the patched object must be a JSON object whose metadata is an object",
+            ));
+        };
+        // A patch applies to the current object unless it names a resourceVersion itself.
+        metadata
+            .entry("resourceVersion")
+            .or_insert_with(|| current["metadata"]["resourceVersion"].clone());
+        let decoded = decode_object(
+            kind,
+            ParsedBody {
+                value: patched,
+                duplicate_fields: duplicate_fields.clone(),
+            },
+            options.field_validation,
+            Origin::Patch,
+        )?;
+        warnings = decoded.warnings;
+        Ok(decoded.object)
+    })?;
+    written(encoding, 200, &stored, &warnings)
+}
+
+/// Whether a patch sets `metadata.resourceVersion` (a precondition of its write).
+fn names_resource_version(content_type: &str, patch: &Value) -> bool {
+    if content_type == JSON_PATCH {
+        patch.as_array().into_iter().flatten().any(|operation| {
+            operation["path"].as_str().is_some_and(|path| {
+                path.starts_with("/metadata/resourceVersion") || path == "/metadata"
+            })
+        })
+    } else {
+        !patch["metadata"]["resourceVersion"].is_null()
+    }
 }
 
 /// Reads a delete's `DeleteOptions` body, if it has one.
@@ -581,13 +710,14 @@ fn media_type_of(bytes: &[u8]) -> &'static str {
 }
 
 /// What a PUT or PATCH of a subresource asks for: the body of a PUT, or the patch applied to
-/// `current` (the subresource as it is now), with the checked options of the write.
+/// `current` (the subresource as it is now), with the checked options of the write and the
+/// manager it is recorded for.
 pub(super) async fn patched_or_replaced(
     app: &App,
     request: Request,
     query: &Query,
     current: Value,
-) -> Result<(Value, WriteOptions), ApiError> {
+) -> Result<(Value, WriteOptions, String), ApiError> {
     let patching = request.method() == axum::http::Method::PATCH;
     let content_type = media_type(&request);
     if patching {
@@ -604,6 +734,7 @@ pub(super) async fn patched_or_replaced(
         Verb::Update
     };
     let options = WriteOptions::parse(verb, query, None)?;
+    let manager = manager_name(&options, &request);
     let bytes = body_bytes(app, request).await?;
     if !patching {
         let parsed = if content_type == YAML {
@@ -616,18 +747,18 @@ pub(super) async fn patched_or_replaced(
                 ApiError::bad_request(format!("the request body could not be decoded: {error}"))
             })?
             .value;
-        return Ok((value, options));
+        return Ok((value, options, manager));
     }
     let patch = parse_json(&bytes)
         .map_err(|error| ApiError::bad_request(format!("error decoding patch: {error}")))?
         .value;
     let mut patched = current;
-    apply_patch(&content_type, &mut patched, &patch)?;
-    Ok((patched, options))
+    patch_value(&content_type, &mut patched, &patch)?;
+    Ok((patched, options, manager))
 }
 
 /// Applies `patch` of `content_type` to `target`.
-fn apply_patch(content_type: &str, target: &mut Value, patch: &Value) -> Result<(), ApiError> {
+fn patch_value(content_type: &str, target: &mut Value, patch: &Value) -> Result<(), ApiError> {
     match content_type {
         MERGE_PATCH => {
             merge_patch(target, patch);
@@ -656,18 +787,30 @@ pub(super) async fn replace_part(
         .store
         .get(kind, item.namespace, item.name)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    let (wanted, options) =
+    let (wanted, options, manager) =
         patched_or_replaced(app, request, query, stored.value().clone()).await?;
-    let merged = part.merged(&stored, &wanted);
-    let decoded = decode_object(
-        kind,
-        ParsedBody {
-            value: merged,
-            duplicate_fields: Vec::new(),
-        },
-        options.field_validation,
-        Origin::Patch,
-    )?;
-    let (written_object, _) = store_update(app, kind, item, decoded.object, &options)?;
-    written(encoding, 200, &written_object, &decoded.warnings)
+    let write = Write {
+        item,
+        options: &options,
+        manager: &manager,
+        allow_create: false,
+        retry: false,
+        apply: false,
+    };
+    let mut warnings = Vec::new();
+    let (written_object, _) = guaranteed_update(app, kind, &write, |current| {
+        let merged = part.merged(current.unwrap_or(&stored), &wanted);
+        let decoded = decode_object(
+            kind,
+            ParsedBody {
+                value: merged,
+                duplicate_fields: Vec::new(),
+            },
+            options.field_validation,
+            Origin::Patch,
+        )?;
+        warnings = decoded.warnings;
+        Ok(decoded.object)
+    })?;
+    written(encoding, 200, &written_object, &warnings)
 }

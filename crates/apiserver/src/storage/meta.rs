@@ -107,8 +107,8 @@ pub(crate) fn mark_deleted(metadata: &mut Map<String, Value>) {
 
 /// Now, as `metadata` timestamps are written: RFC 3339 in UTC to the second.
 pub(crate) fn now_timestamp() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
+    // Truncated to the second, as Go writes a time.
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
         .map(|now| now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }

@@ -623,6 +623,14 @@ impl Store {
             {
                 fields.insert("status".into(), status);
             }
+            // The status write's managers are recorded too.
+            let managed_fields = object["metadata"].get("managedFields").cloned();
+            if let Ok(metadata) = metadata_mut(&mut new) {
+                match managed_fields {
+                    Some(entries) => metadata.insert("managedFields".into(), entries),
+                    None => metadata.remove("managedFields"),
+                };
+            }
             new
         } else {
             if kind.status_subresource

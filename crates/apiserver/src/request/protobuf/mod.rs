@@ -4,20 +4,19 @@
 //! names the object's `apiVersion` and `kind` and whose `raw` is the object's message.
 //!
 //! Objects are transcoded between that encoding and the JSON tree the rest of the server works
-//! on, guided by the message table ([`messages`]): what Go writes for its unset fields (empty
+//! on, guided by the message table ([`messages`](crate::kinds::messages)): what Go writes for its unset fields (empty
 //! strings, the zero time) reads as absent, as Go's JSON encoder would leave it out; Kubernetes'
 //! types with a JSON form of their own (times, durations, quantities, int-or-strings, raw
 //! extensions, CRD schema unions) read and write as their JSON form does.
 
-pub mod messages;
 mod time;
 pub mod wire;
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use self::messages::{Field, Message, Scalar, Shape, message};
 use self::wire::{Reader, Value as Wire, WireError};
+use crate::kinds::messages::{Field, Message, Scalar, Shape, message};
 use crate::kinds::schema::definitions;
 
 /// The media type.

@@ -1,9 +1,9 @@
 //! The table of Kubernetes' protobuf messages the server decodes and encodes
-//! (`src/request/protobuf/messages.txt`) is derived from the kube-rs project's protobuf bindings
+//! (`src/kinds/messages.txt`) is derived from the kube-rs project's protobuf bindings
 //! (`k8s-pb`, whose `#[prost(...)]` attributes give each field's number and wire type) and
 //! k8s-openapi's schemas (which give each field's JSON name). This test derives it again from
 //! the `k8s-pb` source Cargo fetched and fails if the committed table differs; with
-//! `CTRLKIT_WRITE_PROTOBUF_TABLE=1` it writes the table instead (after a `k8s-pb` upgrade).
+//! `CTRLKIT_WRITE_MESSAGE_TABLE=1` it writes the table instead (after a `k8s-pb` upgrade).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use ctrlkit_apiserver::kinds::schema::definitions;
 
-const TABLE: &str = "src/request/protobuf/messages.txt";
+const TABLE: &str = "src/kinds/messages.txt";
 
 /// The source directory of the `k8s-pb` package this workspace resolved.
 fn k8s_pb_source() -> PathBuf {
@@ -106,30 +106,62 @@ struct RawField {
     name: String,
     attribute: String,
     rust_type: String,
+    /// The `+marker=value` lines of its doc comment (`listType`, `listMapKey`, …).
+    markers: Vec<(String, String)>,
 }
 
-/// The structs of one k8s-pb module file: each name with its fields.
-type Structs = Vec<(String, Vec<RawField>)>;
+/// A struct: its name, whether it is atomic (`+structType=atomic`), and its fields.
+struct RawStruct {
+    name: String,
+    atomic: bool,
+    fields: Vec<RawField>,
+}
+
+/// The `+key=value` marker of a doc comment line, if it is one.
+fn marker(line: &str) -> Option<(String, String)> {
+    let text = line.trim_start_matches('/').trim();
+    let (key, value) = text.strip_prefix('+')?.split_once('=')?;
+    Some((key.to_string(), value.trim().to_string()))
+}
+
+/// The structs of one k8s-pb module file.
+type Structs = Vec<RawStruct>;
 
 /// The structs of one k8s-pb module file.
 fn parse_module(text: &str) -> Structs {
     let mut structs = Vec::new();
-    let mut current: Option<(String, Vec<RawField>)> = None;
+    let mut current: Option<RawStruct> = None;
     let mut attribute: Option<String> = None;
     let mut pending = String::new();
+    let mut markers = Vec::new();
     for line in text.lines() {
         let trimmed = line.trim();
-        if trimmed.starts_with("///") || trimmed.starts_with("//") {
+        if trimmed.starts_with("//") {
+            if let Some(found) = marker(trimmed) {
+                markers.push(found);
+            }
             continue;
         }
         if let Some(name) = trimmed
             .strip_prefix("pub struct ")
             .and_then(|rest| rest.strip_suffix(" {"))
         {
-            current = Some((name.to_string(), Vec::new()));
+            let atomic = markers
+                .iter()
+                .any(|(key, value)| key == "structType" && value == "atomic");
+            markers.clear();
+            current = Some(RawStruct {
+                name: name.to_string(),
+                atomic,
+                fields: Vec::new(),
+            });
             continue;
         }
-        let Some((_, fields)) = current.as_mut() else {
+        if trimmed.starts_with("#[derive") {
+            continue;
+        }
+        let Some(RawStruct { fields, .. }) = current.as_mut() else {
+            markers.clear();
             continue;
         };
         if trimmed == "}" && pending.is_empty() {
@@ -175,6 +207,7 @@ fn parse_module(text: &str) -> Structs {
             name: name.trim().to_string(),
             attribute,
             rust_type: rust_type.split_whitespace().collect::<Vec<_>>().join(" "),
+            markers: std::mem::take(&mut markers),
         });
     }
     structs
@@ -208,6 +241,53 @@ fn message_type(rust_type: &str, module: &[String]) -> String {
         }
     }
     format!("{}.{name}", package(&path).unwrap())
+}
+
+/// How a list, map or field merges, from its Go markers, as kube-openapi turns them into
+/// `x-kubernetes-list-type` and friends: `;list=atomic|set|map:k1+k2` for a list (without
+/// `+listType`, a strategic-merge key makes it a map, a merge strategy without one a set, else
+/// atomic), `;map=atomic` for an atomic map, `;patch=<strategy>[:<key>]` for strategic merge
+/// patch, `;default=<json>` for a declared default.
+fn semantics(field: &RawField) -> String {
+    let values = |name: &str| -> Vec<&str> {
+        field
+            .markers
+            .iter()
+            .filter(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+            .collect()
+    };
+    let first = |name: &str| values(name).first().map(|value| value.to_string());
+    let mut out = String::new();
+    let repeated = field.attribute.contains("repeated");
+    let strategy = first("patchStrategy");
+    let merge_key = first("patchMergeKey");
+    if repeated {
+        let list = match first("listType").as_deref() {
+            Some("map") => format!("map:{}", values("listMapKey").join("+")),
+            Some("set") => "set".to_string(),
+            Some(_) => "atomic".to_string(),
+            None => match (&strategy, &merge_key) {
+                (Some(strategy), Some(key)) if strategy.contains("merge") => format!("map:{key}"),
+                (Some(strategy), None) if strategy.contains("merge") => "set".to_string(),
+                _ => "atomic".to_string(),
+            },
+        };
+        out.push_str(&format!(";list={list}"));
+    }
+    if field.attribute.starts_with("btree_map") && first("mapType").as_deref() == Some("atomic") {
+        out.push_str(";map=atomic");
+    }
+    if let Some(strategy) = strategy {
+        match merge_key {
+            Some(key) => out.push_str(&format!(";patch={strategy}:{key}")),
+            None => out.push_str(&format!(";patch={strategy}")),
+        }
+    }
+    if let Some(default) = first("default") {
+        out.push_str(&format!(";default={default}"));
+    }
+    out
 }
 
 /// The wire type of a field as the table writes it.
@@ -262,7 +342,7 @@ fn derive_table() -> String {
     let mut names = BTreeMap::new();
     for (module, structs) in &modules {
         let package = package(module).unwrap();
-        for (name, _) in structs {
+        for RawStruct { name, .. } in structs {
             let pb_name = format!("{package}.{name}");
             let kube_name = definitions
                 .keys()
@@ -280,12 +360,20 @@ fn derive_table() -> String {
     let mut lines = BTreeMap::new();
     for (module, structs) in &modules {
         let package = package(module).unwrap();
-        for (name, fields) in structs {
+        for RawStruct {
+            name,
+            atomic,
+            fields,
+        } in structs
+        {
             let message = names[&format!("{package}.{name}")].clone();
             let properties = definitions
                 .get(&message)
                 .and_then(|definition| definition["properties"].as_object());
             let mut line = message.clone();
+            if *atomic {
+                line.push_str(";atomic");
+            }
             let mut fields: Vec<&RawField> = fields.iter().collect();
             fields.sort_by_key(|field| field.tag);
             for field in fields {
@@ -298,13 +386,17 @@ fn derive_table() -> String {
                     .cloned()
                     .unwrap_or_else(|| lower_camel(&field.name));
                 let field_type = field_type(field, module, &names);
-                line.push_str(&format!("\t{},{json_name},{field_type}", field.tag));
+                let semantics = semantics(field);
+                line.push_str(&format!(
+                    "\t{},{json_name},{field_type}{semantics}",
+                    field.tag
+                ));
             }
             lines.insert(message, line);
         }
     }
     let mut table = String::from(
-        "# Kubernetes' protobuf messages: name, then per field its number, JSON name and type.\n# Derived from k8s-pb and k8s-openapi by tests/protobuf_table.rs; do not edit.\n",
+        "# Kubernetes' messages: name (`;atomic` for an atomic struct), then per field its protobuf\n# number, JSON name, type, and how it merges (`;list=`, `;map=`, `;patch=`, `;default=`).\n# Derived from k8s-pb and k8s-openapi by tests/message_table.rs; do not edit.\n",
     );
     for line in lines.into_values() {
         table.push_str(&line);
@@ -322,15 +414,15 @@ fn relative(root: &Path, dir: &Path) -> Vec<String> {
 }
 
 #[test]
-fn the_committed_protobuf_table_is_k8s_pbs() {
+fn the_committed_message_table_is_k8s_pbs() {
     let derived = derive_table();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(TABLE);
-    if std::env::var_os("CTRLKIT_WRITE_PROTOBUF_TABLE").is_some() {
+    if std::env::var_os("CTRLKIT_WRITE_MESSAGE_TABLE").is_some() {
         std::fs::write(&path, &derived).unwrap();
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == derived,
-        "{TABLE} is not what k8s-pb gives: run CTRLKIT_WRITE_PROTOBUF_TABLE=1 cargo test -p ctrlkit-apiserver --test protobuf_table"
+        "{TABLE} is not what k8s-pb gives: run CTRLKIT_WRITE_MESSAGE_TABLE=1 cargo test -p ctrlkit-apiserver --test message_table"
     );
 }

@@ -1,6 +1,8 @@
-//! The messages of Kubernetes' protobuf encoding, read from `messages.txt` (derived from the
-//! kube-rs project's `k8s-pb` bindings and k8s-openapi's schemas by `tests/protobuf_table.rs`):
-//! per message, each field's number, JSON name and type, under Kubernetes' definition names
+//! The messages of Kubernetes' built-in types, read from `messages.txt` (derived from the kube-rs
+//! project's `k8s-pb` bindings and k8s-openapi's schemas by `tests/message_table.rs`): per
+//! message, each field's protobuf number, JSON name and type, and how it merges (its list type
+//! and keys, atomic maps and structs, its strategic merge patch strategy, its default), from the
+//! markers of Kubernetes' Go types; under Kubernetes' definition names
 //! (`io.k8s.api.core.v1.Pod`).
 
 use std::collections::HashMap;
@@ -36,6 +38,18 @@ pub enum Shape {
     Map,
 }
 
+/// How a list merges (`x-kubernetes-list-type`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ListType {
+    /// Replaced whole.
+    #[default]
+    Atomic,
+    /// A set of scalars, merged by value.
+    Set,
+    /// A map of objects, merged by these key fields.
+    Map(Vec<&'static str>),
+}
+
 /// One field of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
@@ -47,13 +61,31 @@ pub struct Field {
     pub shape: Shape,
     /// The type of its values.
     pub scalar: Scalar,
+    /// How it merges, when it is a list.
+    pub list: ListType,
+    /// Whether it is a map that merges whole (`+mapType=atomic`).
+    pub atomic_map: bool,
+    /// Its strategic merge patch strategy (`merge`, `retainKeys`, `merge,retainKeys`) and merge
+    /// key.
+    pub patch: Option<(&'static str, Option<&'static str>)>,
+    /// Its default value, as JSON text.
+    pub default: Option<&'static str>,
 }
 
 /// A message: its fields in number order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Message {
+    /// Whether it merges whole (`+structType=atomic`).
+    pub atomic: bool,
     /// The fields.
     pub fields: Vec<Field>,
+}
+
+impl Message {
+    /// The field named `json` in JSON.
+    pub fn by_name(&self, json: &str) -> Option<&Field> {
+        self.fields.iter().find(|field| field.json == json)
+    }
 }
 
 impl Message {
@@ -77,15 +109,20 @@ fn parse() -> HashMap<&'static str, Message> {
         .filter(|line| !line.starts_with('#') && !line.is_empty())
         .filter_map(|line| {
             let mut columns = line.split('\t');
-            let name = columns.next()?;
+            let head = columns.next()?;
+            let (name, atomic) = match head.strip_suffix(";atomic") {
+                Some(name) => (name, true),
+                None => (head, false),
+            };
             let fields = columns.filter_map(parse_field).collect();
-            Some((name, Message { fields }))
+            Some((name, Message { atomic, fields }))
         })
         .collect()
 }
 
 fn parse_field(column: &'static str) -> Option<Field> {
-    let mut parts = column.splitn(3, ',');
+    let mut options = column.split(';');
+    let mut parts = options.next()?.splitn(3, ',');
     let number = parts.next()?.parse().ok()?;
     let json = parts.next()?;
     let mut kind = parts.next()?;
@@ -107,12 +144,40 @@ fn parse_field(column: &'static str) -> Option<Field> {
         "bytes" => Scalar::Bytes,
         message => Scalar::Message(message),
     };
-    Some(Field {
+    let mut field = Field {
         number,
         json,
         shape,
         scalar,
-    })
+        list: ListType::Atomic,
+        atomic_map: false,
+        patch: None,
+        default: None,
+    };
+    for option in options {
+        let (key, value) = option.split_once('=')?;
+        match key {
+            "list" => {
+                field.list = match value {
+                    "set" => ListType::Set,
+                    keys if keys.starts_with("map:") => {
+                        ListType::Map(keys.trim_start_matches("map:").split('+').collect())
+                    }
+                    _ => ListType::Atomic,
+                }
+            }
+            "map" => field.atomic_map = value == "atomic",
+            "patch" => {
+                field.patch = Some(match value.split_once(':') {
+                    Some((strategy, key)) => (strategy, Some(key)),
+                    None => (value, None),
+                });
+            }
+            "default" => field.default = Some(value),
+            _ => {}
+        }
+    }
+    Some(field)
 }
 
 #[cfg(test)]
@@ -129,8 +194,18 @@ mod tests {
                 json: "spec",
                 shape: Shape::Single,
                 scalar: Scalar::Message("io.k8s.api.core.v1.PodSpec"),
+                list: ListType::Atomic,
+                atomic_map: false,
+                patch: None,
+                default: None,
             }
         );
+        let container = message("io.k8s.api.core.v1.Container").unwrap();
+        let ports = container.by_name("ports").unwrap();
+        assert_eq!(ports.list, ListType::Map(vec!["containerPort", "protocol"]));
+        assert_eq!(ports.patch, Some(("merge", Some("containerPort"))));
+        let port = message("io.k8s.api.core.v1.ContainerPort").unwrap();
+        assert_eq!(port.by_name("protocol").unwrap().default, Some("\"TCP\""));
         let metadata = message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta").unwrap();
         assert_eq!(metadata.by_number(11).unwrap().json, "labels");
         assert_eq!(metadata.by_number(11).unwrap().shape, Shape::Map);

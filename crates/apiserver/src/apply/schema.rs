@@ -1,0 +1,303 @@
+//! What server-side apply needs to know of a type: whether a value is a scalar (and of which
+//! kind), a struct with declared fields, a map, or a list, and how each merges (atomic, or
+//! granular: a list as a set or as a map by its keys). Built-in kinds take it from the message
+//! table (their Go types' markers); custom resources from their CRD's structural schema.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::kinds::messages::{self, ListType, Message, Scalar, Shape};
+use crate::resource::ResourceKind;
+use crate::structural::{self, JsonType};
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// How an associative or atomic list merges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListKind {
+    /// Replaced whole.
+    Atomic,
+    /// A set of scalars.
+    Set,
+    /// Objects merged by these key fields.
+    Map(Vec<String>),
+}
+
+impl From<&ListType> for ListKind {
+    fn from(list: &ListType) -> Self {
+        match list {
+            ListType::Atomic => Self::Atomic,
+            ListType::Set => Self::Set,
+            ListType::Map(keys) => Self::Map(keys.iter().map(|key| key.to_string()).collect()),
+        }
+    }
+}
+
+impl From<&structural::ListType> for ListKind {
+    fn from(list: &structural::ListType) -> Self {
+        match list {
+            structural::ListType::Atomic => Self::Atomic,
+            structural::ListType::Set => Self::Set,
+            structural::ListType::Map(keys) => Self::Map(keys.clone()),
+        }
+    }
+}
+
+/// The kind of a scalar, as a schema checks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarKind {
+    /// A string.
+    String,
+    /// An integer or a float.
+    Numeric,
+    /// A boolean.
+    Boolean,
+    /// Any scalar (an int-or-string, a quantity).
+    Untyped,
+}
+
+/// The type of a value.
+#[derive(Debug, Clone)]
+pub enum Type {
+    /// A leaf of this kind: replaced whole, owned as one field.
+    Scalar(ScalarKind),
+    /// Owned and replaced whole, whatever it holds.
+    Atomic,
+    /// Without a schema: maps granular (every key a field), lists atomic, anything allowed.
+    Deduced,
+    /// A built-in message.
+    Message(&'static Message),
+    /// A map with string keys, of values of one type; atomic or granular.
+    Map(Arc<Type>, bool),
+    /// A list of values of one type.
+    List(Arc<Type>, ListKind),
+    /// A node of a CRD's structural schema.
+    Schema(Arc<structural::Node>),
+    /// A whole object of a kind: `apiVersion` and `kind` strings, `metadata` an `ObjectMeta`,
+    /// the rest as the kind's type says.
+    Root(Arc<Type>),
+}
+
+/// The shape a type gives a value, for the walkers.
+#[derive(Debug, Clone)]
+pub enum Node {
+    /// A leaf.
+    Leaf,
+    /// A map or struct whose fields merge one by one.
+    Granular,
+    /// A list whose items merge by key or value.
+    Associative(ListKind),
+}
+
+/// What a type expects a value to be, for validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected {
+    /// A scalar of this kind.
+    Scalar(ScalarKind),
+    /// A map (or struct).
+    Map,
+    /// A list.
+    List,
+    /// Anything.
+    Any,
+}
+
+impl Type {
+    /// The type of the objects of the built-in message `name` (`io.k8s.api.apps.v1.Deployment`):
+    /// `None` for a name the table does not have.
+    pub fn of_kind_message(name: &str) -> Option<Self> {
+        messages::message(name).map(|message| Self::Root(Arc::new(Self::Message(message))))
+    }
+
+    /// The type of the objects of a custom resource with this schema.
+    pub fn of_schema(schema: Arc<structural::Node>) -> Self {
+        Self::Root(Arc::new(Self::Schema(schema)))
+    }
+
+    /// The type of objects nothing is known of.
+    pub fn deduced_root() -> Self {
+        Self::Root(Arc::new(Self::Deduced))
+    }
+
+    /// The type of `kind`'s objects: its built-in type, its CRD's schema, or deduced.
+    pub fn of_resource(kind: &ResourceKind) -> Self {
+        if let Some(builtin) = kind.builtin {
+            return Self::of_kind_message(&builtin.schema_name())
+                .unwrap_or_else(Self::deduced_root);
+        }
+        match &kind.schema {
+            Some(schema) => Self::of_schema(schema.clone()),
+            None => Self::deduced_root(),
+        }
+    }
+
+    /// How `value` (of this type) merges.
+    pub fn node(&self, value: &Value) -> Node {
+        match self {
+            Self::Scalar(_) | Self::Atomic => Node::Leaf,
+            Self::Deduced | Self::Root(_) => match value {
+                Value::Object(_) => Node::Granular,
+                _ => Node::Leaf,
+            },
+            Self::Message(message) => {
+                if !message.atomic && value.is_object() {
+                    Node::Granular
+                } else {
+                    Node::Leaf
+                }
+            }
+            Self::Map(_, atomic) => {
+                if *atomic || !value.is_object() {
+                    Node::Leaf
+                } else {
+                    Node::Granular
+                }
+            }
+            Self::List(_, list) => match (list, value) {
+                (ListKind::Atomic, _) => Node::Leaf,
+                (_, Value::Array(_)) => Node::Associative(list.clone()),
+                _ => Node::Leaf,
+            },
+            Self::Schema(schema) => schema_node(schema, value),
+        }
+    }
+
+    /// The type of field `name` of a granular map or struct of this type, and whether the
+    /// struct declares it (a declared field that holds a non-empty value is not owned itself,
+    /// only what it holds). A field the type does not allow is deduced.
+    pub fn field(&self, name: &str) -> (Type, bool) {
+        self.allowed_field(name).unwrap_or((Self::Deduced, false))
+    }
+
+    /// Like [`field`](Type::field), but `None` when the type does not allow the field (what
+    /// the strict reading of an applied configuration rejects).
+    pub fn allowed_field(&self, name: &str) -> Option<(Type, bool)> {
+        match self {
+            Self::Root(inner) => match name {
+                "apiVersion" | "kind" => Some((Self::Scalar(ScalarKind::String), true)),
+                "metadata" => Some((message_type(OBJECT_META), true)),
+                _ => inner.allowed_field(name),
+            },
+            Self::Message(message) => message.by_name(name).map(|field| (field_type(field), true)),
+            Self::Map(element, _) => Some(((**element).clone(), false)),
+            Self::Schema(schema) => schema_field(schema, name),
+            Self::Deduced | Self::Atomic => Some((Self::Deduced, false)),
+            Self::Scalar(_) | Self::List(..) => None,
+        }
+    }
+
+    /// The type of the items of a list of this type.
+    pub fn item(&self) -> Type {
+        match self {
+            Self::List(element, _) => (**element).clone(),
+            Self::Schema(schema) => match &schema.items {
+                Some(items) => Self::Schema(items.clone()),
+                None => Self::Deduced,
+            },
+            _ => Self::Deduced,
+        }
+    }
+
+    /// The default of a list item's key field `name`, when the item's type declares one.
+    pub fn key_default(&self, name: &str) -> Option<Value> {
+        match self {
+            Self::Message(message) => message
+                .by_name(name)?
+                .default
+                .and_then(|text| serde_json::from_str(text).ok()),
+            Self::Schema(schema) => schema.properties.get(name)?.default.clone(),
+            _ => None,
+        }
+    }
+
+    /// What a value of this type must be.
+    pub fn expected(&self) -> Expected {
+        match self {
+            Self::Scalar(kind) => Expected::Scalar(*kind),
+            Self::Atomic | Self::Deduced => Expected::Any,
+            Self::Message(_) | Self::Map(..) | Self::Root(_) => Expected::Map,
+            Self::List(..) => Expected::List,
+            Self::Schema(schema) => match schema.json_type {
+                _ if schema.int_or_string => Expected::Scalar(ScalarKind::Untyped),
+                Some(JsonType::Object) => Expected::Map,
+                Some(JsonType::Array) => Expected::List,
+                Some(JsonType::String) => Expected::Scalar(ScalarKind::String),
+                Some(JsonType::Integer | JsonType::Number) => Expected::Scalar(ScalarKind::Numeric),
+                Some(JsonType::Boolean) => Expected::Scalar(ScalarKind::Boolean),
+                None if !schema.properties.is_empty() => Expected::Map,
+                None => Expected::Any,
+            },
+        }
+    }
+}
+
+/// The type of a built-in message's field.
+fn field_type(field: &messages::Field) -> Type {
+    let value = match &field.scalar {
+        Scalar::Message(name) => message_type(name),
+        Scalar::String | Scalar::Bytes => Type::Scalar(ScalarKind::String),
+        Scalar::Int32 | Scalar::Int64 | Scalar::Double => Type::Scalar(ScalarKind::Numeric),
+        Scalar::Bool => Type::Scalar(ScalarKind::Boolean),
+    };
+    match field.shape {
+        Shape::Single => value,
+        Shape::Repeated => Type::List(Arc::new(value), ListKind::from(&field.list)),
+        Shape::Map => Type::Map(Arc::new(value), field.atomic_map),
+    }
+}
+
+/// The type of a built-in message used as a field's value: Kubernetes' types that are written
+/// as one JSON value are scalars (times and durations strings; quantities and int-or-strings
+/// any scalar, as `cpu: 1` and `cpu: 500m` both are); raw extensions are deduced; `FieldsV1`
+/// is atomic.
+fn message_type(name: &str) -> Type {
+    match name.rsplit_once('.').map(|(_, short)| short) {
+        Some("Time" | "MicroTime" | "Duration") => Type::Scalar(ScalarKind::String),
+        Some("Quantity" | "IntOrString") => Type::Scalar(ScalarKind::Untyped),
+        Some("RawExtension" | "JSON") => Type::Deduced,
+        Some("FieldsV1") => Type::Atomic,
+        _ => messages::message(name).map_or(Type::Deduced, Type::Message),
+    }
+}
+
+/// How `value` of a CRD schema node merges: `x-kubernetes-map-type` and
+/// `x-kubernetes-list-type` (lists atomic by default).
+fn schema_node(schema: &structural::Node, value: &Value) -> Node {
+    match value {
+        Value::Object(_) => {
+            let scalar = matches!(
+                schema.json_type,
+                Some(JsonType::String | JsonType::Integer | JsonType::Number | JsonType::Boolean)
+            );
+            if schema.atomic_map || scalar || schema.int_or_string {
+                Node::Leaf
+            } else {
+                Node::Granular
+            }
+        }
+        Value::Array(_) => match &schema.list_type {
+            structural::ListType::Atomic => Node::Leaf,
+            list => Node::Associative(ListKind::from(list)),
+        },
+        _ => Node::Leaf,
+    }
+}
+
+/// The type of field `name` of a CRD schema node; `None` when the node does not allow it.
+fn schema_field(schema: &structural::Node, name: &str) -> Option<(Type, bool)> {
+    if schema.embedded_resource {
+        match name {
+            "apiVersion" | "kind" => return Some((Type::Scalar(ScalarKind::String), true)),
+            "metadata" => return Some((message_type(OBJECT_META), true)),
+            _ => {}
+        }
+    }
+    match schema.field(name) {
+        Some((field, declared)) => Some((Type::Schema(field.clone()), declared)),
+        None if schema.preserve_unknown_fields || schema.json_type.is_none() => {
+            Some((Type::Deduced, false))
+        }
+        None => None,
+    }
+}

@@ -1,0 +1,366 @@
+//! Structured-merge-diff's scenarios, in this project's words: sets, maps and nested structs,
+//! atomic lists, associative lists by key, several appliers, updaters, conflicts, force, and the
+//! removal of what a manager stops applying.
+
+use serde_json::{Value, json};
+
+use super::path::{PathElement, path_text};
+use super::schema::Type;
+use super::set::Set;
+use super::updater::{Managers, Scope, UpdateError, apply, update};
+
+/// A type from an OpenAPI schema, as a CRD declares one.
+fn schema(schema: Value) -> Type {
+    Type::Schema(crate::structural::Node::compile(&schema))
+}
+
+fn object_type() -> Type {
+    schema(json!({
+        "type": "object",
+        "properties": {
+            "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "atomic": {"type": "array", "items": {"type": "string"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "spec": {"type": "object", "properties": {
+                "replicas": {"type": "integer"},
+                "paused": {"type": "boolean"},
+                "template": {"type": "object", "properties": {
+                    "image": {"type": "string"},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                }},
+            }},
+            "containers": {
+                "type": "array",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {
+                    "name": {"type": "string"},
+                    "image": {"type": "string"},
+                    "ports": {
+                        "type": "array",
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["port", "protocol"],
+                        "items": {"type": "object", "properties": {
+                            "port": {"type": "integer"},
+                            "protocol": {"type": "string", "default": "TCP"},
+                        }},
+                    },
+                }},
+            },
+        },
+    }))
+}
+
+/// The paths a manager owns, as conflict messages write them.
+fn owned(managers: &Managers, manager: &str) -> Vec<String> {
+    managers
+        .get(manager)
+        .map(|owned| owned.set.paths().iter().map(|p| path_text(p)).collect())
+        .unwrap_or_default()
+}
+
+struct Scenario {
+    ty: Type,
+    object: Value,
+    managers: Managers,
+    ignored: Set,
+}
+
+impl Scenario {
+    fn new() -> Self {
+        Self {
+            ty: object_type(),
+            object: json!({}),
+            managers: Managers::new(),
+            ignored: Set::new(),
+        }
+    }
+
+    fn scope(&self) -> Scope<'_> {
+        Scope {
+            ty: &self.ty,
+            api_version: "v1",
+            ignored: &self.ignored,
+        }
+    }
+
+    fn apply(&mut self, manager: &str, config: Value) -> Result<bool, UpdateError> {
+        self.apply_with(manager, config, false)
+    }
+
+    fn apply_with(
+        &mut self,
+        manager: &str,
+        config: Value,
+        force: bool,
+    ) -> Result<bool, UpdateError> {
+        let applied = apply(
+            &self.object,
+            &config,
+            self.scope(),
+            self.managers.clone(),
+            manager,
+            force,
+        )?;
+        self.managers = applied.managers;
+        let changed = applied.object.is_some();
+        if let Some(object) = applied.object {
+            self.object = object;
+        }
+        Ok(changed)
+    }
+
+    fn update(&mut self, manager: &str, new: Value) {
+        self.managers = update(
+            &self.object,
+            &new,
+            self.scope(),
+            self.managers.clone(),
+            manager,
+        )
+        .unwrap();
+        self.object = new;
+    }
+}
+
+#[test]
+fn a_set_grows_and_shrinks_with_what_its_applier_applies() {
+    let mut scenario = Scenario::new();
+    scenario
+        .apply("default", json!({"set": ["a", "c"]}))
+        .unwrap();
+    scenario
+        .apply("default", json!({"set": ["a", "b", "c", "d"]}))
+        .unwrap();
+    assert_eq!(scenario.object, json!({"set": ["a", "b", "c", "d"]}));
+    assert_eq!(
+        owned(&scenario.managers, "default"),
+        [
+            r#".set[="a"]"#,
+            r#".set[="b"]"#,
+            r#".set[="c"]"#,
+            r#".set[="d"]"#
+        ]
+    );
+    scenario
+        .apply("default", json!({"set": ["b", "d"]}))
+        .unwrap();
+    assert_eq!(scenario.object, json!({"set": ["b", "d"]}));
+}
+
+#[test]
+fn items_another_manager_added_stay_when_an_applier_stops_applying_its_own() {
+    let mut scenario = Scenario::new();
+    scenario
+        .apply("default", json!({"set": ["a", "c"]}))
+        .unwrap();
+    scenario.update("controller", json!({"set": ["a", "b", "c", "d"]}));
+    assert_eq!(
+        owned(&scenario.managers, "controller"),
+        [r#".set[="b"]"#, r#".set[="d"]"#]
+    );
+    scenario.apply("default", json!({"set": ["a"]})).unwrap();
+    // c was only the applier's: gone; b and d are the controller's: kept.
+    assert_eq!(scenario.object, json!({"set": ["a", "b", "d"]}));
+}
+
+#[test]
+fn an_atomic_list_is_owned_whole_and_replaced_whole() {
+    let mut scenario = Scenario::new();
+    scenario.apply("a", json!({"atomic": ["x", "y"]})).unwrap();
+    assert_eq!(owned(&scenario.managers, "a"), [".atomic"]);
+    let conflict = scenario.apply("b", json!({"atomic": ["z"]})).unwrap_err();
+    let UpdateError::Conflicts(conflicts) = conflict else {
+        panic!("expected conflicts");
+    };
+    assert_eq!(conflicts["a"].paths().len(), 1);
+    scenario
+        .apply_with("b", json!({"atomic": ["z"]}), true)
+        .unwrap();
+    assert_eq!(scenario.object, json!({"atomic": ["z"]}));
+    assert!(owned(&scenario.managers, "a").is_empty());
+    assert_eq!(owned(&scenario.managers, "b"), [".atomic"]);
+}
+
+#[test]
+fn nested_fields_are_owned_leaf_by_leaf_and_an_emptied_struct_goes() {
+    let mut scenario = Scenario::new();
+    scenario
+        .apply(
+            "default",
+            json!({"spec": {"replicas": 3, "template": {"image": "nginx", "args": ["-v"]}}}),
+        )
+        .unwrap();
+    assert_eq!(
+        owned(&scenario.managers, "default"),
+        [
+            ".spec.replicas",
+            ".spec.template.args",
+            ".spec.template.image"
+        ]
+    );
+    scenario
+        .apply("default", json!({"spec": {"replicas": 3}}))
+        .unwrap();
+    assert_eq!(scenario.object, json!({"spec": {"replicas": 3}}));
+}
+
+#[test]
+fn two_appliers_share_a_map_and_conflict_only_on_what_both_set_differently() {
+    let mut scenario = Scenario::new();
+    scenario
+        .apply("a", json!({"labels": {"app": "web", "team": "x"}}))
+        .unwrap();
+    // The same value: co-owned, no conflict.
+    scenario
+        .apply("b", json!({"labels": {"app": "web"}}))
+        .unwrap();
+    assert_eq!(owned(&scenario.managers, "b"), [".labels.app"]);
+    assert_eq!(
+        owned(&scenario.managers, "a"),
+        [".labels.app", ".labels.team"]
+    );
+    let UpdateError::Conflicts(conflicts) = scenario
+        .apply("b", json!({"labels": {"app": "api"}}))
+        .unwrap_err()
+    else {
+        panic!("expected conflicts");
+    };
+    let paths: Vec<String> = conflicts["a"]
+        .paths()
+        .iter()
+        .map(|p| path_text(p))
+        .collect();
+    assert_eq!(paths, [".labels.app"]);
+    // a stops applying app: b keeps it.
+    scenario
+        .apply("a", json!({"labels": {"team": "x"}}))
+        .unwrap();
+    assert_eq!(
+        scenario.object,
+        json!({"labels": {"app": "web", "team": "x"}})
+    );
+}
+
+#[test]
+fn an_update_takes_fields_from_appliers_without_conflict() {
+    let mut scenario = Scenario::new();
+    scenario
+        .apply("a", json!({"spec": {"replicas": 1}}))
+        .unwrap();
+    let mut changed = scenario.object.clone();
+    changed["spec"]["replicas"] = json!(5);
+    scenario.update("scaler", changed);
+    assert!(owned(&scenario.managers, "a").is_empty());
+    assert_eq!(owned(&scenario.managers, "scaler"), [".spec.replicas"]);
+    // Applying again conflicts with the updater, whose value differs.
+    assert!(matches!(
+        scenario.apply("a", json!({"spec": {"replicas": 1}})),
+        Err(UpdateError::Conflicts(_))
+    ));
+}
+
+#[test]
+fn list_items_merge_by_key_with_key_defaults_and_keep_their_order() {
+    let mut scenario = Scenario::new();
+    scenario
+        .apply(
+            "a",
+            json!({"containers": [
+                {"name": "web", "image": "nginx", "ports": [{"port": 80}]},
+                {"name": "log", "image": "fluentd"},
+            ]}),
+        )
+        .unwrap();
+    let web_port = [
+        PathElement::field("containers"),
+        PathElement::Key(vec![("name".into(), json!("web"))]),
+        PathElement::field("ports"),
+        PathElement::Key(vec![
+            ("port".into(), json!(80)),
+            ("protocol".into(), json!("TCP")),
+        ]),
+    ];
+    assert!(scenario.managers["a"].set.has(&web_port));
+    scenario
+        .apply(
+            "b",
+            json!({"containers": [{"name": "sidecar", "image": "envoy"}]}),
+        )
+        .unwrap();
+    let names: Vec<&str> = scenario.object["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["web", "log", "sidecar"]);
+    // a drops log: it goes; sidecar stays b's.
+    scenario
+        .apply(
+            "a",
+            json!({"containers": [{"name": "web", "image": "nginx", "ports": [{"port": 80}]}]}),
+        )
+        .unwrap();
+    let names: Vec<&str> = scenario.object["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["web", "sidecar"]);
+}
+
+#[test]
+fn an_apply_that_changes_nothing_reports_no_change() {
+    let mut scenario = Scenario::new();
+    assert!(
+        scenario
+            .apply("a", json!({"spec": {"replicas": 2}}))
+            .unwrap()
+    );
+    assert!(
+        !scenario
+            .apply("a", json!({"spec": {"replicas": 2}}))
+            .unwrap()
+    );
+}
+
+#[test]
+fn field_sets_and_fields_v1_of_a_built_in_kind() {
+    let ty = Type::of_kind_message("io.k8s.api.apps.v1.Deployment").unwrap();
+    let deployment = json!({
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"spec": {"containers": [
+                {"name": "nginx", "image": "nginx", "ports": [{"containerPort": 80}]},
+            ]}},
+        },
+    });
+    let set = super::typed::to_field_set(&deployment, &ty).unwrap();
+    assert_eq!(
+        set.to_fields_v1(),
+        json!({
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {
+                "f:replicas": {},
+                "f:selector": {},
+                "f:template": {"f:spec": {"f:containers": {
+                    "k:{\"name\":\"nginx\"}": {
+                        ".": {},
+                        "f:image": {},
+                        "f:name": {},
+                        "f:ports": {
+                            "k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {
+                                ".": {},
+                                "f:containerPort": {},
+                            },
+                        },
+                    },
+                }}},
+            },
+        })
+    );
+}

@@ -1,0 +1,197 @@
+//! The ownership of fields among managers, as structured-merge-diff's updater keeps it: an
+//! update takes the fields it changed from the managers that had them (never a conflict); an
+//! apply merges its configuration in, owns exactly what it applies, drops what it applied
+//! before and no longer applies (unless others own it), and conflicts with the managers whose
+//! fields it would change, unless forced to take them.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::schema::Type;
+use super::set::Set;
+use super::typed::{self, TypeError};
+
+/// What one manager owns, at which API version, and whether by applying.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    /// The fields.
+    pub set: Set,
+    /// The API version they are of.
+    pub api_version: String,
+    /// Whether the manager applies (rather than updates).
+    pub applied: bool,
+}
+
+/// What each manager owns, by manager key.
+pub type Managers = BTreeMap<String, Owned>;
+
+/// Why a write could not be done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpdateError {
+    /// The object does not fit its type.
+    #[error(transparent)]
+    Type(#[from] TypeError),
+    /// The apply would change fields other managers own: per manager key, those fields.
+    #[error("apply conflicts with other managers")]
+    Conflicts(BTreeMap<String, Set>),
+}
+
+/// What the writes of one endpoint share: the type of its objects, its API version, and the
+/// fields it resets (which never change hands).
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    /// The type of the objects.
+    pub ty: &'a Type,
+    /// The API version the managers write at.
+    pub api_version: &'a str,
+    /// The fields the endpoint resets.
+    pub ignored: &'a Set,
+}
+
+/// Ownership after a change from `old` to `new` by `writer` (not counted), and what changed:
+/// the other managers lose the fields that were removed, and (with `force`) those the change
+/// added or modified; without `force` such fields are conflicts. Fields under `ignored` (reset
+/// by the endpoint) never change hands.
+fn transfer(
+    old: &Value,
+    new: &Value,
+    ty: &Type,
+    mut managers: Managers,
+    writer: &str,
+    force: bool,
+    ignored: &Set,
+) -> Result<(Managers, typed::Comparison), UpdateError> {
+    let mut comparison = typed::compare(Some(old), Some(new), ty)?;
+    comparison.added = comparison.added.recursive_difference(ignored);
+    comparison.modified = comparison.modified.recursive_difference(ignored);
+    comparison.removed = comparison.removed.recursive_difference(ignored);
+    let changed = comparison.modified.union(&comparison.added);
+    let mut conflicts = BTreeMap::new();
+    for (manager, owned) in &mut managers {
+        if manager == writer {
+            continue;
+        }
+        let taken = owned.set.intersection(&changed);
+        if !taken.is_empty() {
+            conflicts.insert(manager.clone(), taken);
+        }
+    }
+    if !force && !conflicts.is_empty() {
+        return Err(UpdateError::Conflicts(conflicts));
+    }
+    for (manager, owned) in &mut managers {
+        if manager == writer {
+            continue;
+        }
+        if let Some(taken) = conflicts.get(manager) {
+            owned.set = owned.set.difference(taken);
+        }
+        owned.set = owned.set.difference(&comparison.removed);
+    }
+    managers.retain(|_, owned| !owned.set.is_empty());
+    Ok((managers, comparison))
+}
+
+/// An update (create, PUT, any patch but apply) from `old` to `new` by `manager`: it owns what it changed, on top of what it owned and still exists.
+pub fn update(
+    old: &Value,
+    new: &Value,
+    scope: Scope<'_>,
+    managers: Managers,
+    manager: &str,
+) -> Result<Managers, UpdateError> {
+    let Scope {
+        ty,
+        api_version,
+        ignored,
+    } = scope;
+    let (mut managers, comparison) = transfer(old, new, ty, managers, manager, true, ignored)?;
+    let previous = managers
+        .remove(manager)
+        .map(|owned| owned.set)
+        .unwrap_or_default();
+    let set = previous
+        .difference(&comparison.removed)
+        .union(&comparison.modified)
+        .union(&comparison.added)
+        .recursive_difference(ignored);
+    if !set.is_empty() {
+        managers.insert(
+            manager.to_string(),
+            Owned {
+                set,
+                api_version: api_version.to_string(),
+                applied: false,
+            },
+        );
+    }
+    Ok(managers)
+}
+
+/// The outcome of an apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The object after the apply; `None` when it is unchanged.
+    pub object: Option<Value>,
+    /// The ownership after it.
+    pub managers: Managers,
+}
+
+/// Applies `config` to `live` as `manager`.
+pub fn apply(
+    live: &Value,
+    config: &Value,
+    scope: Scope<'_>,
+    mut managers: Managers,
+    manager: &str,
+    force: bool,
+) -> Result<Applied, UpdateError> {
+    let Scope {
+        ty,
+        api_version,
+        ignored,
+    } = scope;
+    let merged = typed::merge(Some(live), Some(config), ty)?.unwrap_or(Value::Null);
+    let last = managers.get(manager).cloned();
+    let set = typed::to_field_set(config, ty)?.recursive_difference(ignored);
+    managers.insert(
+        manager.to_string(),
+        Owned {
+            set,
+            api_version: api_version.to_string(),
+            applied: true,
+        },
+    );
+    let pruned = prune(merged, &managers, last.as_ref(), ty)?;
+    let (managers, _) = transfer(live, &pruned, ty, managers, manager, force, ignored)?;
+    let object = (pruned != *live).then_some(pruned);
+    Ok(Applied { object, managers })
+}
+
+/// Removes from `merged` what the applier (whose last apply is `last`) applied last time and no longer applies, unless another
+/// manager owns it (or it is not from the last apply at all).
+fn prune(
+    merged: Value,
+    managers: &Managers,
+    last: Option<&Owned>,
+    ty: &Type,
+) -> Result<Value, UpdateError> {
+    let Some(last) = last.filter(|last| !last.set.is_empty()) else {
+        return Ok(merged);
+    };
+    let last_set = typed::with_named_fields(&last.set, ty);
+    let pruned = typed::remove(&merged, &last_set, ty)?.unwrap_or(Value::Null);
+    // Add back what any manager (the applier included) owns.
+    let owned = managers
+        .values()
+        .fold(Set::new(), |all, owned| all.union(&owned.set));
+    let merged_set = typed::with_named_fields(&typed::to_field_set(&merged, ty)?, ty);
+    let pruned_set = typed::with_named_fields(&typed::to_field_set(&pruned, ty)?, ty);
+    let keep = pruned_set.union(&typed::with_named_fields(&owned, ty));
+    let pruned = typed::remove(&merged, &merged_set.difference(&keep), ty)?.unwrap_or(Value::Null);
+    // Add back what was not from the last apply (fields it never owned that went with a parent).
+    let pruned_set = typed::with_named_fields(&typed::to_field_set(&pruned, ty)?, ty);
+    let dangling = merged_set.difference(&pruned_set).intersection(&last_set);
+    Ok(typed::remove(&merged, &dangling, ty)?.unwrap_or(Value::Null))
+}

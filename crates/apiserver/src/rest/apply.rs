@@ -1,0 +1,201 @@
+//! Server-side apply (a PATCH of `application/apply-patch+yaml`), as kube-apiserver's apply
+//! patcher does it: the configuration read (YAML, or JSON which is YAML), applied by the
+//! endpoint's field manager to the object (to nothing, which creates it, through the resource
+//! itself), its name and namespace checked, decoded and defaulted, and written as any write.
+
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::App;
+use super::status::ApiError;
+use super::write::{Item, Write, guaranteed_update, written};
+use crate::apply::field_manager::conflict_report;
+use crate::apply::schema::Type;
+use crate::apply::{ApplyError, FieldManager};
+use crate::request::body::{ParsedBody, parse_yaml};
+use crate::request::decode::{Origin, decode_object};
+use crate::request::encode::Encoding;
+use crate::request::options::{FieldValidation, WriteOptions};
+use crate::resource::ResourceKind;
+
+/// Applies the configuration `body` to the object `item` names.
+pub(super) fn apply(
+    app: &App,
+    encoding: &Encoding<'_>,
+    item: Item<'_>,
+    options: &WriteOptions,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let kind = encoding.kind;
+    // Required by the options' checks.
+    let manager = options.field_manager.as_deref().unwrap_or_default();
+    let parsed = parse_yaml(body)
+        .map_err(|error| ApiError::bad_request(format!("error decoding YAML: {error}")))?;
+    if !parsed.value.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            json_type(&parsed.value)
+        )));
+    }
+    let config = parsed.value;
+    let duplicates = parsed.duplicate_fields;
+    let field_manager = FieldManager::new(kind, Type::of_resource(kind), item.subresource);
+    let write = Write {
+        item,
+        options,
+        manager,
+        // Only the resource itself creates; a subresource of a missing object is a 404.
+        allow_create: item.subresource.is_empty(),
+        retry: config["metadata"]["resourceVersion"].is_null(),
+        apply: true,
+    };
+    let mut warnings = Vec::new();
+    let (stored, created) = guaranteed_update(app, kind, &write, |current| {
+        let mut object = field_manager
+            .apply(current, &config, manager, options.force)
+            .map_err(apply_error)?;
+        if current.is_none()
+            && let Some(uid) = object["metadata"]["uid"]
+                .as_str()
+                .filter(|uid| !uid.is_empty())
+        {
+            return Err(uid_mismatch(kind, item.name, uid));
+        }
+        place(kind, item, &mut object)?;
+        warnings = duplicate_warnings(&duplicates, options.field_validation)?;
+        let decoded = decode_object(
+            kind,
+            ParsedBody {
+                value: object,
+                duplicate_fields: Vec::new(),
+            },
+            FieldValidation::Ignore,
+            Origin::Patch,
+        )?;
+        Ok(decoded.object)
+    })?;
+    written(
+        encoding,
+        if created { 201 } else { 200 },
+        &stored,
+        &warnings,
+    )
+}
+
+/// The answer to a failed apply.
+fn apply_error(error: ApplyError) -> ApiError {
+    match error {
+        ApplyError::BadRequest(message) => ApiError::bad_request(message),
+        ApplyError::Conflicts(conflicts) => {
+            let (message, causes) = conflict_report(&conflicts);
+            ApiError {
+                code: 409,
+                reason: "Conflict",
+                message,
+                details: Some(json!({
+                    "causes": causes
+                        .into_iter()
+                        .map(|(message, field)| json!({
+                            "reason": "FieldManagerConflict",
+                            "message": message,
+                            "field": field,
+                        }))
+                        .collect::<Vec<_>>(),
+                })),
+                retry_after: None,
+            }
+        }
+        // Not an API error in kube-apiserver: a 500 without a reason.
+        ApplyError::Failed(message) => ApiError {
+            code: 500,
+            reason: "",
+            message,
+            details: None,
+            retry_after: None,
+        },
+    }
+}
+
+/// 409: a configuration that names a uid creates nothing.
+fn uid_mismatch(kind: &ResourceKind, name: &str, uid: &str) -> ApiError {
+    ApiError {
+        code: 409,
+        reason: "Conflict",
+        message: format!(
+            "Operation cannot be fulfilled on {} {name:?}: uid mismatch: the provided object specified uid {uid}, and no existing object was found",
+            kind.qualified_name()
+        ),
+        details: Some(json!({"name": name, "group": kind.group, "kind": kind.plural})),
+        retry_after: None,
+    }
+}
+
+/// Gives the applied object the request's namespace (or none, for a cluster-scoped kind) and
+/// checks its name is the URL's.
+fn place(kind: &ResourceKind, item: Item<'_>, object: &mut Value) -> Result<(), ApiError> {
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object () does not match the name on the URL ({})",
+            item.name
+        )));
+    };
+    let namespace = metadata
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let wanted = if kind.namespaced { item.namespace } else { "" };
+    if namespace.is_empty() || wanted.is_empty() {
+        if wanted.is_empty() {
+            metadata.remove("namespace");
+        } else {
+            metadata.insert("namespace".into(), json!(wanted));
+        }
+    } else if namespace != wanted {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let name = metadata.get("name").and_then(Value::as_str).unwrap_or("");
+    if name != item.name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({})",
+            item.name
+        )));
+    }
+    Ok(())
+}
+
+/// What `fieldValidation` makes of keys the configuration gives twice (the later wins): a
+/// refusal (`Strict`), warnings (`Warn`), or nothing.
+fn duplicate_warnings(
+    duplicates: &[String],
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    let lines: Vec<String> = duplicates
+        .iter()
+        .map(|path| {
+            let key = path.rsplit('.').next().unwrap_or(path);
+            format!("key {key:?} already set in map")
+        })
+        .collect();
+    match validation {
+        _ if lines.is_empty() => Ok(Vec::new()),
+        FieldValidation::Strict => Err(ApiError::bad_request(format!(
+            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {}",
+            lines.join("\n  ")
+        ))),
+        FieldValidation::Warn => Ok(lines),
+        FieldValidation::Ignore => Ok(Vec::new()),
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        _ => "null",
+    }
+}
