@@ -36,7 +36,7 @@ pub enum ListType {
     /// A set of scalars.
     Set,
     /// Objects merged by the key fields (`x-kubernetes-list-map-keys`).
-    Map(Vec<String>),
+    Map(Arc<[Arc<str>]>),
 }
 
 /// One node of a structural schema.
@@ -45,7 +45,7 @@ pub struct Node {
     /// The declared type; `None` when the node leaves it open.
     pub json_type: Option<JsonType>,
     /// The declared properties of an object.
-    pub properties: BTreeMap<String, Arc<Node>>,
+    pub properties: BTreeMap<Arc<str>, Arc<Node>>,
     /// The schema of an object's other values (`additionalProperties`).
     pub additional_properties: Option<Arc<Node>>,
     /// The schema of a list's items.
@@ -88,7 +88,7 @@ impl Node {
             .map(|properties| {
                 properties
                     .iter()
-                    .map(|(name, property)| (name.clone(), Self::compile(property)))
+                    .map(|(name, property)| (Arc::from(name.as_str()), Self::compile(property)))
                     .collect()
             })
             .unwrap_or_default();
@@ -113,7 +113,7 @@ impl Node {
                     .into_iter()
                     .flatten()
                     .filter_map(Value::as_str)
-                    .map(str::to_string)
+                    .map(Arc::from)
                     .collect(),
             ),
             _ => ListType::Atomic,
@@ -133,15 +133,15 @@ impl Node {
         }
     }
 
-    /// The schema of field `name` of an object of this node, and whether it is a declared
-    /// property; `None` when the object may not hold it.
-    pub fn field(&self, name: &str) -> Option<(&Arc<Node>, bool)> {
-        if let Some(property) = self.properties.get(name) {
-            return Some((property, true));
+    /// The schema of field `name` of an object of this node, with the property's name when it
+    /// is a declared property; `None` when the object may not hold it.
+    pub fn field(&self, name: &str) -> Option<(&Arc<Node>, Option<&Arc<str>>)> {
+        if let Some((name, property)) = self.properties.get_key_value(name) {
+            return Some((property, Some(name)));
         }
         self.additional_properties
             .as_ref()
-            .map(|values| (values, false))
+            .map(|values| (values, None))
     }
 }
 
@@ -167,16 +167,19 @@ mod tests {
         }));
         assert_eq!(node.json_type, Some(JsonType::Object));
         let (spec, declared) = node.field("spec").unwrap();
-        assert!(declared && spec.atomic_map);
+        assert!(declared.is_some() && spec.atomic_map);
         assert!(spec.properties["port"].int_or_string);
         let items = &node.properties["items"];
-        assert_eq!(items.list_type, ListType::Map(vec!["name".into()]));
+        assert_eq!(
+            items.list_type,
+            ListType::Map(vec![Arc::from("name")].into())
+        );
         assert_eq!(
             items.items.as_ref().unwrap().properties["name"].json_type,
             Some(JsonType::String)
         );
         let (value, declared) = node.properties["labels"].field("anything").unwrap();
-        assert!(!declared);
+        assert!(declared.is_none());
         assert_eq!(value.json_type, Some(JsonType::String));
         assert!(node.properties["free"].preserve_unknown_fields);
         assert!(node.field("undeclared").is_none());

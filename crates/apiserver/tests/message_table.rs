@@ -357,6 +357,14 @@ fn derive_table() -> String {
             names.insert(pb_name, kube_name);
         }
     }
+    // Each message by Kubernetes' name, for the fields of embedded structs.
+    let mut embedded: BTreeMap<String, &RawStruct> = BTreeMap::new();
+    for (module, structs) in &modules {
+        let package = package(module).unwrap();
+        for raw in structs {
+            embedded.insert(names[&format!("{package}.{}", raw.name)].clone(), raw);
+        }
+    }
     let mut lines = BTreeMap::new();
     for (module, structs) in &modules {
         let package = package(module).unwrap();
@@ -377,16 +385,40 @@ fn derive_table() -> String {
             let mut fields: Vec<&RawField> = fields.iter().collect();
             fields.sort_by_key(|field| field.tag);
             for field in fields {
-                let json_name = properties
-                    .and_then(|properties| {
-                        properties
-                            .keys()
-                            .find(|key| normalized(key) == normalized(&field.name))
-                    })
+                let declared = properties.and_then(|properties| {
+                    properties
+                        .keys()
+                        .find(|key| normalized(key) == normalized(&field.name))
+                });
+                let json_name = declared
                     .cloned()
                     .unwrap_or_else(|| lower_camel(&field.name));
                 let field_type = field_type(field, module, &names);
-                let semantics = semantics(field);
+                let mut semantics = semantics(field);
+                // A struct Go embeds with `json:",inline"`: its fields are the message's own in
+                // JSON (a Probe's `httpGet`, a Volume's `configMap`), so the schema does not
+                // name the field itself.
+                let scalar = ["string", "int32", "int64", "bool", "double", "bytes"];
+                let single_message = !field_type.starts_with("[]")
+                    && !field_type.starts_with("map[")
+                    && !scalar.contains(&field_type.as_str());
+                // (A field newer than k8s-openapi's schema is not one: its fields are not the
+                // message's either.)
+                let fields_are_the_messages = |properties: &serde_json::Map<_, _>| {
+                    embedded.get(&field_type).is_some_and(|inner: &&RawStruct| {
+                        inner.fields.iter().any(|inner_field| {
+                            properties.keys().any(|key: &String| {
+                                normalized(key) == normalized(&inner_field.name)
+                            })
+                        })
+                    })
+                };
+                if declared.is_none()
+                    && single_message
+                    && properties.is_some_and(fields_are_the_messages)
+                {
+                    semantics.push_str(";inline");
+                }
                 line.push_str(&format!(
                     "\t{},{json_name},{field_type}{semantics}",
                     field.tag
@@ -396,7 +428,7 @@ fn derive_table() -> String {
         }
     }
     let mut table = String::from(
-        "# Kubernetes' messages: name (`;atomic` for an atomic struct), then per field its protobuf\n# number, JSON name, type, and how it merges (`;list=`, `;map=`, `;patch=`, `;default=`).\n# Derived from k8s-pb and k8s-openapi by tests/message_table.rs; do not edit.\n",
+        "# Kubernetes' messages: name (`;atomic` for an atomic struct), then per field its protobuf\n# number, JSON name, type, and how it merges (`;list=`, `;map=`, `;patch=`, `;default=`,\n# `;inline` for a struct whose fields are the message's own in JSON).\n# Derived from k8s-pb and k8s-openapi by tests/message_table.rs; do not edit.\n",
     );
     for line in lines.into_values() {
         table.push_str(&line);

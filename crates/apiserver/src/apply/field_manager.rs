@@ -113,6 +113,7 @@ impl FieldManager {
             ty: &self.ty,
             api_version,
             ignored: &self.reset,
+            stripped: &STRIPPED,
         }
     }
 
@@ -203,16 +204,15 @@ impl FieldManager {
             },
         })?;
         managed.managers = managers;
-        strip(&mut managed.managers, CURRENT_OPERATION);
         if let Some(current) = managed.managers.remove(CURRENT_OPERATION) {
-            let set = match managed.managers.remove(&key) {
-                Some(previous) => current.set.union(&previous.set),
-                None => current.set,
-            };
+            let mut set = current.set.into_set();
+            if let Some(previous) = managed.managers.remove(&key) {
+                set.absorb(previous.set.into_set());
+            }
             managed.managers.insert(
                 key.clone(),
                 Owned {
-                    set,
+                    set: set.into(),
                     api_version: current.api_version,
                     applied: false,
                 },
@@ -239,6 +239,9 @@ impl FieldManager {
             ManagedFields::decode(live.pointer("/metadata/managedFields")).map_err(|error| {
                 ApplyError::Failed(format!("failed to decode managed fields: {error}"))
             })?;
+        // The merge and comparisons work on the object without its managed fields, which the
+        // apply writes anew.
+        let live = &without_managed_fields(live);
         let (group, version) = split_api_version(config["apiVersion"].as_str().unwrap_or(""));
         let kind = config["kind"].as_str().unwrap_or("");
         if (group, version, kind)
@@ -253,20 +256,22 @@ impl FieldManager {
             )));
         }
         let kubectl = manager == last_applied::KUBECTL;
-        let (mut object, managed) =
-            match self.apply_tracked(live, config, managed.clone(), manager, force) {
-                Err(ApplyError::Conflicts(conflicts)) if kubectl => {
-                    let allowed =
-                        last_applied::allowed_conflicts(live, &self.ty, &self.api_version());
-                    let refused = last_applied::refused(&conflicts, allowed.as_ref());
-                    if refused.is_empty() {
+        // Only kubectl's apply may run twice (see `last_applied`): only it needs a copy.
+        let retry = kubectl.then(|| managed.clone());
+        let (mut object, managed) = match self.apply_tracked(live, config, managed, manager, force)
+        {
+            Err(ApplyError::Conflicts(conflicts)) if kubectl => {
+                let allowed = last_applied::allowed_conflicts(live, &self.ty, &self.api_version());
+                let refused = last_applied::refused(&conflicts, allowed.as_ref());
+                match retry {
+                    Some(managed) if refused.is_empty() => {
                         self.apply_tracked(live, config, managed, manager, true)?
-                    } else {
-                        return Err(ApplyError::Conflicts(refused));
                     }
+                    _ => return Err(ApplyError::Conflicts(refused)),
                 }
-                other => other?,
-            };
+            }
+            other => other?,
+        };
         if kubectl {
             last_applied::follow(&mut object, config);
         }
@@ -324,7 +329,6 @@ impl FieldManager {
             )),
         })?;
         managed.managers = applied.managers;
-        strip(&mut managed.managers, &key);
         let object = match applied.object {
             Some(object) => {
                 managed.times.insert(key, crate::storage::now_timestamp());
@@ -378,17 +382,6 @@ fn split_api_version(api_version: &str) -> (&str, &str) {
     api_version.split_once('/').unwrap_or(("", api_version))
 }
 
-/// Removes the identity fields of `metadata` from what `manager` owns; a manager left with
-/// nothing goes.
-fn strip(managers: &mut updater::Managers, manager: &str) {
-    if let Some(owned) = managers.get_mut(manager) {
-        owned.set = owned.set.difference(&STRIPPED);
-        if owned.set.is_empty() {
-            managers.remove(manager);
-        }
-    }
-}
-
 /// Folds the oldest update entries into one `ancient-changes` entry per API version while
 /// there are more than ten, as kube-apiserver does: the first entry of a version is folded
 /// only once a second one of that version comes.
@@ -431,12 +424,12 @@ fn cap_update_managers(managed: &mut ManagedFields) {
         let bucket_set = managed
             .managers
             .get(&bucket)
-            .map(|owned| owned.set.clone())
+            .map(|owned| owned.set.to_set().into_owned())
             .unwrap_or_default();
         managed.managers.insert(
             bucket.clone(),
             Owned {
-                set: owned.set.union(&bucket_set),
+                set: owned.set.to_set().union(&bucket_set).into(),
                 ..owned
             },
         );
@@ -447,6 +440,28 @@ fn cap_update_managers(managed: &mut ManagedFields) {
             None => managed.times.remove(&bucket),
         };
     }
+}
+
+/// A copy of `object` without `metadata.managedFields` (which is not copied at all).
+fn without_managed_fields(object: &Value) -> Value {
+    let Value::Object(fields) = object else {
+        return object.clone();
+    };
+    let copy = fields
+        .iter()
+        .map(|(name, value)| match (name.as_str(), value) {
+            ("metadata", Value::Object(metadata)) => {
+                let metadata = metadata
+                    .iter()
+                    .filter(|(name, _)| name.as_str() != "managedFields")
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect();
+                (name.clone(), Value::Object(metadata))
+            }
+            _ => (name.clone(), value.clone()),
+        })
+        .collect();
+    Value::Object(copy)
 }
 
 /// Sets (or, with `None`, removes) `metadata.managedFields`.

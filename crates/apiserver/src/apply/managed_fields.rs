@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::set::Set;
+use super::fields::Fields;
 use super::updater::{Managers, Owned};
 
 /// What a manager did: apply a configuration, or update the object.
@@ -179,12 +179,13 @@ impl ManagedFields {
                 }
             }
             let set = match entry.get("fieldsV1") {
-                None | Some(Value::Null) => Set::new(),
-                Some(fields) => Set::from_fields_v1(fields).ok_or_else(|| {
-                    DecodeError(format!(
+                None | Some(Value::Null) => Fields::default(),
+                Some(fields @ Value::Object(_)) => Fields::Encoded(fields.clone()),
+                Some(_) => {
+                    return Err(DecodeError(format!(
                         "error decoding versioned set from {entry}: error decoding set: not a field set"
-                    ))
-                })?,
+                    )));
+                }
             };
             let key =
                 Identity::new(text("manager"), operation, api_version, text("subresource")).key();
@@ -206,22 +207,26 @@ impl ManagedFields {
 
     /// The `managedFields` entries, in kube-apiserver's order: appliers first, then by time
     /// (none first), manager, API version and subresource; `None` when no manager owns anything.
-    pub fn encode(&self) -> Option<Value> {
+    pub fn encode(self) -> Option<Value> {
         if self.managers.is_empty() {
             return None;
         }
-        let mut entries: Vec<(Identity, Option<&String>, &Owned)> = self
-            .managers
-            .iter()
+        let Self {
+            managers,
+            mut times,
+        } = self;
+        let mut entries: Vec<(Identity, Option<String>, Owned)> = managers
+            .into_iter()
             .map(|(key, owned)| {
-                let identity = Identity::from_key(key).unwrap_or_default();
-                (identity, self.times.get(key), owned)
+                let identity = Identity::from_key(&key).unwrap_or_default();
+                let time = times.remove(&key);
+                (identity, time, owned)
             })
             .collect();
         entries.sort_by(|(a, a_time, a_owned), (b, b_time, b_owned)| {
             operation_of(a_owned)
                 .cmp(operation_of(b_owned))
-                .then_with(|| unix_seconds(*a_time).cmp(&unix_seconds(*b_time)))
+                .then_with(|| unix_seconds(a_time.as_ref()).cmp(&unix_seconds(b_time.as_ref())))
                 .then_with(|| a.manager.cmp(&b.manager))
                 .then_with(|| a_owned.api_version.cmp(&b_owned.api_version))
                 .then_with(|| a.subresource.cmp(&b.subresource))
@@ -233,13 +238,13 @@ impl ManagedFields {
                 if !identity.manager.is_empty() {
                     entry.insert("manager".into(), json!(identity.manager));
                 }
-                entry.insert("operation".into(), json!(operation_of(owned)));
+                entry.insert("operation".into(), json!(operation_of(&owned)));
                 entry.insert("apiVersion".into(), json!(owned.api_version));
                 if let Some(time) = time {
-                    entry.insert("time".into(), json!(time));
+                    entry.insert("time".into(), Value::String(time));
                 }
                 entry.insert("fieldsType".into(), json!("FieldsV1"));
-                entry.insert("fieldsV1".into(), owned.set.to_fields_v1());
+                entry.insert("fieldsV1".into(), owned.set.into_fields_v1());
                 if !identity.subresource.is_empty() {
                     entry.insert("subresource".into(), json!(identity.subresource));
                 }
@@ -364,7 +369,7 @@ mod tests {
              "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:y": {}}}},
         ]);
         let managed = ManagedFields::decode(Some(&entries)).unwrap();
-        let encoded = managed.encode().unwrap();
+        let encoded = managed.clone().encode().unwrap();
         let order: Vec<&str> = encoded
             .as_array()
             .unwrap()

@@ -11,6 +11,7 @@
 //! ([`field_manager`]).
 
 pub mod field_manager;
+pub mod fields;
 pub mod last_applied;
 pub mod managed_fields;
 pub mod path;

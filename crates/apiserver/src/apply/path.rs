@@ -6,16 +6,21 @@
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// One step of a path.
+/// A field's name, shared: the names of declared fields are made once, when their type is,
+/// and every path through them shares it.
+pub type Name = Arc<str>;
+
+/// One step of a path. Clones are cheap: names and keys are shared.
 #[derive(Debug, Clone)]
 pub enum PathElement {
     /// A field of a map or struct.
-    Field(String),
+    Field(Name),
     /// An item of an associative list with keys: the key fields and their values, by name.
-    Key(Vec<(String, Value)>),
+    Key(Arc<[(Name, Value)]>),
     /// An item of a set: its value.
     Value(Value),
     /// An item by position.
@@ -28,7 +33,7 @@ pub type Path = Vec<PathElement>;
 impl PathElement {
     /// A field step.
     pub fn field(name: &str) -> Self {
-        Self::Field(name.to_string())
+        Self::Field(Name::from(name))
     }
 
     /// The text of this step in `managedFields`.
@@ -36,14 +41,18 @@ impl PathElement {
         match self {
             Self::Field(name) => format!("f:{name}"),
             Self::Key(fields) => {
-                let mut object = Map::new();
-                for (name, value) in fields {
-                    object.insert(name.clone(), value.clone());
+                // The key fields are sorted by name, as JSON objects are written here.
+                let mut text = String::from("k:{");
+                for (index, (name, value)) in fields.iter().enumerate() {
+                    if index > 0 {
+                        text.push(',');
+                    }
+                    text.push_str(&serde_json::to_string(&**name).unwrap_or_default());
+                    text.push(':');
+                    text.push_str(&serde_json::to_string(value).unwrap_or_default());
                 }
-                format!(
-                    "k:{}",
-                    serde_json::to_string(&Value::Object(object)).unwrap_or_default()
-                )
+                text.push('}');
+                text
             }
             Self::Value(value) => format!("v:{}", serde_json::to_string(value).unwrap_or_default()),
             Self::Index(index) => format!("i:{index}"),
@@ -55,14 +64,17 @@ impl PathElement {
     pub fn from_fields_v1(text: &str) -> Option<Self> {
         let (kind, rest) = text.split_at_checked(2)?;
         match kind {
-            "f:" => Some(Self::Field(rest.to_string())),
+            "f:" => Some(Self::Field(Name::from(rest))),
             "k:" => {
                 let Value::Object(object) = serde_json::from_str(rest).ok()? else {
                     return None;
                 };
-                let mut fields: Vec<(String, Value)> = object.into_iter().collect();
+                let mut fields: Vec<(Name, Value)> = object
+                    .into_iter()
+                    .map(|(name, value)| (Name::from(name), value))
+                    .collect();
                 fields.sort_by(|a, b| a.0.cmp(&b.0));
-                Some(Self::Key(fields))
+                Some(Self::Key(fields.into()))
             }
             "v:" => serde_json::from_str(rest).ok().map(Self::Value),
             "i:" => rest.parse().ok().map(Self::Index),
@@ -85,7 +97,7 @@ impl Ord for PathElement {
         match (self, other) {
             (Self::Field(a), Self::Field(b)) => a.cmp(b),
             (Self::Key(a), Self::Key(b)) => {
-                for ((name_a, value_a), (name_b, value_b)) in a.iter().zip(b) {
+                for ((name_a, value_a), (name_b, value_b)) in a.iter().zip(b.iter()) {
                     let order = name_a
                         .cmp(name_b)
                         .then_with(|| compare_values(value_a, value_b));
@@ -198,10 +210,13 @@ mod tests {
     fn steps_read_back_what_they_write() {
         let steps = [
             PathElement::field("spec"),
-            PathElement::Key(vec![
-                ("containerPort".into(), json!(80)),
-                ("protocol".into(), json!("TCP")),
-            ]),
+            PathElement::Key(
+                vec![
+                    ("containerPort".into(), json!(80)),
+                    ("protocol".into(), json!("TCP")),
+                ]
+                .into(),
+            ),
             PathElement::Value(json!("x")),
             PathElement::Index(3),
         ];
@@ -228,9 +243,9 @@ mod tests {
         let mut steps = [
             PathElement::Index(0),
             PathElement::Value(json!(1)),
-            PathElement::Key(vec![("name".into(), json!("b"))]),
+            PathElement::Key(vec![("name".into(), json!("b"))].into()),
             PathElement::field("b"),
-            PathElement::Key(vec![("name".into(), json!("a"))]),
+            PathElement::Key(vec![("name".into(), json!("a"))].into()),
             PathElement::field("a"),
         ];
         steps.sort();

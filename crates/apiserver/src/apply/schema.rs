@@ -1,12 +1,16 @@
 //! What server-side apply needs to know of a type: whether a value is a scalar (and of which
 //! kind), a struct with declared fields, a map, or a list, and how each merges (atomic, or
 //! granular: a list as a set or as a map by its keys). Built-in kinds take it from the message
-//! table (their Go types' markers); custom resources from their CRD's structural schema.
+//! table (their Go types' markers), read once into a graph of message types; custom resources
+//! from their CRD's structural schema.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use serde_json::Value;
 
+use super::path::{Name, PathElement};
 use crate::kinds::messages::{self, ListType, Message, Scalar, Shape};
 use crate::resource::ResourceKind;
 use crate::structural::{self, JsonType};
@@ -21,7 +25,7 @@ pub enum ListKind {
     /// A set of scalars.
     Set,
     /// Objects merged by these key fields.
-    Map(Vec<String>),
+    Map(Arc<[Name]>),
 }
 
 impl From<&ListType> for ListKind {
@@ -29,7 +33,7 @@ impl From<&ListType> for ListKind {
         match list {
             ListType::Atomic => Self::Atomic,
             ListType::Set => Self::Set,
-            ListType::Map(keys) => Self::Map(keys.iter().map(|key| key.to_string()).collect()),
+            ListType::Map(keys) => Self::Map(keys.iter().map(|key| Name::from(*key)).collect()),
         }
     }
 }
@@ -57,6 +61,72 @@ pub enum ScalarKind {
     Untyped,
 }
 
+/// A built-in message as a type: its fields' names and types, made once (on first use), its
+/// inline structs' fields among them.
+pub struct MessageType {
+    name: &'static str,
+    message: &'static Message,
+    fields: OnceLock<Vec<(Name, Type)>>,
+}
+
+impl fmt::Debug for MessageType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl MessageType {
+    /// The type of the message `name`.
+    pub fn named(name: &str) -> Option<&'static MessageType> {
+        static TYPES: LazyLock<HashMap<&'static str, MessageType>> = LazyLock::new(|| {
+            messages::messages()
+                .iter()
+                .map(|(name, message)| {
+                    let message_type = MessageType {
+                        name,
+                        message,
+                        fields: OnceLock::new(),
+                    };
+                    (*name, message_type)
+                })
+                .collect()
+        });
+        TYPES.get(name)
+    }
+
+    /// Its fields by JSON name, sorted.
+    fn fields(&self) -> &[(Name, Type)] {
+        self.fields.get_or_init(|| {
+            let mut fields = Vec::new();
+            collect_fields(self.message, &mut fields);
+            fields.sort_by(|a, b| a.0.cmp(&b.0));
+            fields
+        })
+    }
+
+    fn field(&self, name: &str) -> Option<&(Name, Type)> {
+        let fields = self.fields();
+        fields
+            .binary_search_by(|(mine, _)| (**mine).cmp(name))
+            .ok()
+            .map(|index| &fields[index])
+    }
+}
+
+/// The fields of `message` as JSON has them: its own, and those of the structs it embeds inline.
+fn collect_fields(message: &'static Message, out: &mut Vec<(Name, Type)>) {
+    for field in &message.fields {
+        match (&field.scalar, field.inline) {
+            (Scalar::Message(inner), true) => {
+                if let Some(inner) = messages::message(inner) {
+                    collect_fields(inner, out);
+                }
+            }
+            _ => out.push((Name::from(field.json), field_type(field))),
+        }
+    }
+}
+
 /// The type of a value.
 #[derive(Debug, Clone)]
 pub enum Type {
@@ -67,7 +137,7 @@ pub enum Type {
     /// Without a schema: maps granular (every key a field), lists atomic, anything allowed.
     Deduced,
     /// A built-in message.
-    Message(&'static Message),
+    Message(&'static MessageType),
     /// A map with string keys, of values of one type; atomic or granular.
     Map(Arc<Type>, bool),
     /// A list of values of one type.
@@ -103,11 +173,20 @@ pub enum Expected {
     Any,
 }
 
+/// The names a whole object declares besides its kind's fields.
+static ROOT_NAMES: LazyLock<[Name; 3]> = LazyLock::new(|| {
+    [
+        Name::from("apiVersion"),
+        Name::from("kind"),
+        Name::from("metadata"),
+    ]
+});
+
 impl Type {
     /// The type of the objects of the built-in message `name` (`io.k8s.api.apps.v1.Deployment`):
     /// `None` for a name the table does not have.
     pub fn of_kind_message(name: &str) -> Option<Self> {
-        messages::message(name).map(|message| Self::Root(Arc::new(Self::Message(message))))
+        MessageType::named(name).map(|message| Self::Root(Arc::new(Self::Message(message))))
     }
 
     /// The type of the objects of a custom resource with this schema.
@@ -141,7 +220,7 @@ impl Type {
                 _ => Node::Leaf,
             },
             Self::Message(message) => {
-                if !message.atomic && value.is_object() {
+                if !message.message.atomic && value.is_object() {
                     Node::Granular
                 } else {
                     Node::Leaf
@@ -167,22 +246,45 @@ impl Type {
     /// struct declares it (a declared field that holds a non-empty value is not owned itself,
     /// only what it holds). A field the type does not allow is deduced.
     pub fn field(&self, name: &str) -> (Type, bool) {
-        self.allowed_field(name).unwrap_or((Self::Deduced, false))
+        match self.allowed_field(name) {
+            Some((ty, declared)) => (ty, declared.is_some()),
+            None => (Self::Deduced, false),
+        }
     }
 
-    /// Like [`field`](Type::field), but `None` when the type does not allow the field (what
-    /// the strict reading of an applied configuration rejects).
-    pub fn allowed_field(&self, name: &str) -> Option<(Type, bool)> {
+    /// Like [`field`](Type::field), with the path step to the field (sharing the name the type
+    /// holds, for a declared field).
+    pub fn field_step(&self, name: &str) -> (Type, bool, PathElement) {
+        match self.allowed_field(name) {
+            Some((ty, Some(shared))) => (ty, true, PathElement::Field(shared)),
+            Some((ty, None)) => (ty, false, PathElement::field(name)),
+            None => (Self::Deduced, false, PathElement::field(name)),
+        }
+    }
+
+    /// The type of field `name`, and its shared name when the type declares it; `None` when the
+    /// type does not allow the field (what the strict reading of an applied configuration
+    /// rejects).
+    pub fn allowed_field(&self, name: &str) -> Option<(Type, Option<Name>)> {
         match self {
             Self::Root(inner) => match name {
-                "apiVersion" | "kind" => Some((Self::Scalar(ScalarKind::String), true)),
-                "metadata" => Some((message_type(OBJECT_META), true)),
+                "apiVersion" => Some((
+                    Self::Scalar(ScalarKind::String),
+                    Some(ROOT_NAMES[0].clone()),
+                )),
+                "kind" => Some((
+                    Self::Scalar(ScalarKind::String),
+                    Some(ROOT_NAMES[1].clone()),
+                )),
+                "metadata" => Some((message_type(OBJECT_META), Some(ROOT_NAMES[2].clone()))),
                 _ => inner.allowed_field(name),
             },
-            Self::Message(message) => message.by_name(name).map(|field| (field_type(field), true)),
-            Self::Map(element, _) => Some(((**element).clone(), false)),
+            Self::Message(message) => message
+                .field(name)
+                .map(|(shared, ty)| (ty.clone(), Some(shared.clone()))),
+            Self::Map(element, _) => Some(((**element).clone(), None)),
             Self::Schema(schema) => schema_field(schema, name),
-            Self::Deduced | Self::Atomic => Some((Self::Deduced, false)),
+            Self::Deduced | Self::Atomic => Some((Self::Deduced, None)),
             Self::Scalar(_) | Self::List(..) => None,
         }
     }
@@ -203,6 +305,7 @@ impl Type {
     pub fn key_default(&self, name: &str) -> Option<Value> {
         match self {
             Self::Message(message) => message
+                .message
                 .by_name(name)?
                 .default
                 .and_then(|text| serde_json::from_str(text).ok()),
@@ -257,7 +360,7 @@ fn message_type(name: &str) -> Type {
         Some("Quantity" | "IntOrString") => Type::Scalar(ScalarKind::Untyped),
         Some("RawExtension" | "JSON") => Type::Deduced,
         Some("FieldsV1") => Type::Atomic,
-        _ => messages::message(name).map_or(Type::Deduced, Type::Message),
+        _ => MessageType::named(name).map_or(Type::Deduced, Type::Message),
     }
 }
 
@@ -284,19 +387,22 @@ fn schema_node(schema: &structural::Node, value: &Value) -> Node {
     }
 }
 
-/// The type of field `name` of a CRD schema node; `None` when the node does not allow it.
-fn schema_field(schema: &structural::Node, name: &str) -> Option<(Type, bool)> {
+/// The type of field `name` of a CRD schema node (with its name when it is declared); `None`
+/// when the node does not allow it.
+fn schema_field(schema: &structural::Node, name: &str) -> Option<(Type, Option<Name>)> {
     if schema.embedded_resource {
         match name {
-            "apiVersion" | "kind" => return Some((Type::Scalar(ScalarKind::String), true)),
-            "metadata" => return Some((message_type(OBJECT_META), true)),
+            "apiVersion" | "kind" => {
+                return Some((Type::Scalar(ScalarKind::String), Some(Name::from(name))));
+            }
+            "metadata" => return Some((message_type(OBJECT_META), Some(Name::from(name)))),
             _ => {}
         }
     }
     match schema.field(name) {
-        Some((field, declared)) => Some((Type::Schema(field.clone()), declared)),
+        Some((field, declared)) => Some((Type::Schema(field.clone()), declared.cloned())),
         None if schema.preserve_unknown_fields || schema.json_type.is_none() => {
-            Some((Type::Deduced, false))
+            Some((Type::Deduced, None))
         }
         None => None,
     }

@@ -2,10 +2,14 @@
 //! members, and under each step the set of paths that continue from it. A path can be a member
 //! and have children (an associative list item the manager owns, with fields of it).
 //!
+//! Each level is two sorted vectors (members; steps with their non-empty sets), so that set
+//! operations are merges of sorted runs and a set costs one allocation per level, as
+//! structured-merge-diff keeps them.
+//!
 //! In `managedFields` a set is `FieldsV1` JSON: one key per step, `{}` for a member without
 //! children, its children's object otherwise, with `".": {}` when it is a member too.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
@@ -14,8 +18,48 @@ use super::path::{Path, PathElement};
 /// A set of paths.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Set {
-    members: BTreeSet<PathElement>,
-    children: BTreeMap<PathElement, Set>,
+    /// Sorted, without duplicates.
+    members: Vec<PathElement>,
+    /// Sorted by step, without duplicates; no set is empty.
+    children: Vec<(PathElement, Set)>,
+}
+
+/// An element of one or both of two sorted runs being merged.
+enum Merged<A, B> {
+    Left(A),
+    Right(B),
+    Both(A, B),
+}
+
+/// Merges two sorted runs by their keys, handing each element (or pair of equal ones) to `on`.
+fn merge_runs<A, B>(
+    left: impl IntoIterator<Item = A>,
+    right: impl IntoIterator<Item = B>,
+    key_left: impl Fn(&A) -> &PathElement,
+    key_right: impl Fn(&B) -> &PathElement,
+    mut on: impl FnMut(Merged<A, B>),
+) {
+    let mut left = left.into_iter().peekable();
+    let mut right = right.into_iter().peekable();
+    loop {
+        let order = match (left.peek(), right.peek()) {
+            (Some(a), Some(b)) => key_left(a).cmp(key_right(b)),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => return,
+        };
+        let merged = match order {
+            Ordering::Less => left.next().map(Merged::Left),
+            Ordering::Greater => right.next().map(Merged::Right),
+            Ordering::Equal => left
+                .next()
+                .zip(right.next())
+                .map(|(a, b)| Merged::Both(a, b)),
+        };
+        if let Some(merged) = merged {
+            on(merged);
+        }
+    }
 }
 
 impl Set {
@@ -26,17 +70,23 @@ impl Set {
 
     /// Whether it holds no path.
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty() && self.children.values().all(Set::is_empty)
+        self.members.is_empty() && self.children.is_empty()
+    }
+
+    fn child_index(&self, step: &PathElement) -> Result<usize, usize> {
+        self.children.binary_search_by(|(mine, _)| mine.cmp(step))
     }
 
     /// Adds `path` (the empty path is not a member of any set).
     pub fn insert(&mut self, path: &[PathElement]) {
         match path {
             [] => {}
-            [last] => {
-                self.members.insert(last.clone());
+            [last] => self.insert_member(last.clone()),
+            [first, rest @ ..] => {
+                let mut child = Set::new();
+                child.insert(rest);
+                self.insert_child(first.clone(), child);
             }
-            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
         }
     }
 
@@ -44,47 +94,138 @@ impl Set {
     pub fn has(&self, path: &[PathElement]) -> bool {
         match path {
             [] => false,
-            [last] => self.members.contains(last),
-            [first, rest @ ..] => self
-                .children
-                .get(first)
-                .is_some_and(|child| child.has(rest)),
+            [last] => self.members.binary_search(last).is_ok(),
+            [first, rest @ ..] => self.with_prefix(first).is_some_and(|child| child.has(rest)),
         }
     }
 
     /// The paths under `step`, without it.
     pub fn with_prefix(&self, step: &PathElement) -> Option<&Set> {
-        self.children.get(step).filter(|child| !child.is_empty())
+        self.child_index(step)
+            .ok()
+            .map(|index| &self.children[index].1)
+    }
+
+    /// Adds `step` as a member of this level.
+    pub fn insert_member(&mut self, step: PathElement) {
+        // Walkers mostly add in order: the end first.
+        if self.members.last().is_none_or(|last| *last < step) {
+            self.members.push(step);
+        } else if let Err(index) = self.members.binary_search(&step) {
+            self.members.insert(index, step);
+        }
+    }
+
+    /// Adds the paths of `child` under `step`.
+    pub fn insert_child(&mut self, step: PathElement, child: Set) {
+        if child.is_empty() {
+            return;
+        }
+        if self.children.last().is_none_or(|(last, _)| *last < step) {
+            self.children.push((step, child));
+            return;
+        }
+        match self.child_index(&step) {
+            Ok(index) => self.children[index].1.absorb(child),
+            Err(index) => self.children.insert(index, (step, child)),
+        }
     }
 
     /// Every path of either.
     #[must_use]
     pub fn union(&self, other: &Set) -> Set {
         let mut out = self.clone();
-        out.members.extend(other.members.iter().cloned());
-        for (step, child) in &other.children {
-            let merged = match out.children.get(step) {
-                Some(mine) => mine.union(child),
-                None => child.clone(),
-            };
-            out.children.insert(step.clone(), merged);
-        }
+        out.absorb(other.clone());
         out
+    }
+
+    /// Adds every path of `other`, taking it (what building a set from its parts does).
+    pub fn absorb(&mut self, other: Set) {
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        if other.is_empty() {
+            return;
+        }
+        let mut members = Vec::with_capacity(self.members.len() + other.members.len());
+        merge_runs(
+            std::mem::take(&mut self.members),
+            other.members,
+            |a| a,
+            |b| b,
+            |merged| match merged {
+                Merged::Left(a) | Merged::Right(a) | Merged::Both(a, _) => members.push(a),
+            },
+        );
+        self.members = members;
+        let mut children = Vec::with_capacity(self.children.len() + other.children.len());
+        merge_runs(
+            std::mem::take(&mut self.children),
+            other.children,
+            |a| &a.0,
+            |b| &b.0,
+            |merged| match merged {
+                Merged::Left(child) | Merged::Right(child) => children.push(child),
+                Merged::Both((step, mut mine), (_, theirs)) => {
+                    mine.absorb(theirs);
+                    children.push((step, mine));
+                }
+            },
+        );
+        self.children = children;
+    }
+
+    /// Removes the members of `other`, level by level, in place (see
+    /// [`difference`](Set::difference)).
+    pub fn subtract(&mut self, other: &Set) {
+        if other.is_empty() || self.is_empty() {
+            return;
+        }
+        if !other.members.is_empty() {
+            self.members
+                .retain(|member| other.members.binary_search(member).is_err());
+        }
+        if !other.children.is_empty() {
+            self.children.retain_mut(|(step, child)| {
+                if let Some(theirs) = other.with_prefix(step) {
+                    child.subtract(theirs);
+                }
+                !child.is_empty()
+            });
+        }
     }
 
     /// The paths of both.
     #[must_use]
     pub fn intersection(&self, other: &Set) -> Set {
-        let members = self.members.intersection(&other.members).cloned().collect();
-        let children = self
-            .children
-            .iter()
-            .filter_map(|(step, child)| {
-                let common = child.intersection(other.children.get(step)?);
-                (!common.is_empty()).then(|| (step.clone(), common))
-            })
-            .collect();
-        Set { members, children }
+        let mut out = Set::new();
+        merge_runs(
+            &self.members,
+            &other.members,
+            |a| a,
+            |b| b,
+            |merged| {
+                if let Merged::Both(a, _) = merged {
+                    out.members.push(a.clone());
+                }
+            },
+        );
+        merge_runs(
+            &self.children,
+            &other.children,
+            |a| &a.0,
+            |b| &b.0,
+            |merged| {
+                if let Merged::Both((step, mine), (_, theirs)) = merged {
+                    let common = mine.intersection(theirs);
+                    if !common.is_empty() {
+                        out.children.push((step.clone(), common));
+                    }
+                }
+            },
+        );
+        out
     }
 
     /// The paths of this set that are not members of `other` (the children of a step are
@@ -92,19 +233,45 @@ impl Set {
     /// member of `other`).
     #[must_use]
     pub fn difference(&self, other: &Set) -> Set {
-        let members = self.members.difference(&other.members).cloned().collect();
-        let children = self
-            .children
-            .iter()
-            .filter_map(|(step, child)| {
-                let rest = match other.children.get(step) {
-                    Some(theirs) => child.difference(theirs),
-                    None => child.clone(),
-                };
-                (!rest.is_empty()).then(|| (step.clone(), rest))
-            })
-            .collect();
-        Set { members, children }
+        self.difference_by(other, false)
+    }
+
+    /// The paths of this set that neither are members of `other` nor continue from one: a
+    /// member of `other` removes its whole subtree (how endpoints ignore reset fields).
+    #[must_use]
+    pub fn recursive_difference(&self, other: &Set) -> Set {
+        self.difference_by(other, true)
+    }
+
+    fn difference_by(&self, other: &Set, recursive: bool) -> Set {
+        if other.is_empty() {
+            return self.clone();
+        }
+        let mut out = Set::new();
+        merge_runs(
+            &self.members,
+            &other.members,
+            |a| a,
+            |b| b,
+            |merged| {
+                if let Merged::Left(a) = merged {
+                    out.members.push(a.clone());
+                }
+            },
+        );
+        for (step, child) in &self.children {
+            if recursive && other.members.binary_search(step).is_ok() {
+                continue;
+            }
+            let rest = match other.with_prefix(step) {
+                Some(theirs) => child.difference_by(theirs, recursive),
+                None => child.clone(),
+            };
+            if !rest.is_empty() {
+                out.children.push((step.clone(), rest));
+            }
+        }
+        out
     }
 
     /// Every member path, in structured-merge-diff's order (the one conflicts are reported
@@ -128,39 +295,9 @@ impl Set {
         }
     }
 
-    /// The paths of this set that neither are members of `other` nor continue from one: a
-    /// member of `other` removes its whole subtree (how endpoints ignore reset fields).
-    #[must_use]
-    pub fn recursive_difference(&self, other: &Set) -> Set {
-        let members = self.members.difference(&other.members).cloned().collect();
-        let children = self
-            .children
-            .iter()
-            .filter(|(step, _)| !other.members.contains(step))
-            .filter_map(|(step, child)| {
-                let rest = match other.children.get(step) {
-                    Some(theirs) => child.recursive_difference(theirs),
-                    None => child.clone(),
-                };
-                (!rest.is_empty()).then(|| (step.clone(), rest))
-            })
-            .collect();
-        Set { members, children }
-    }
-
     /// The members and children of this level (for walkers that follow a schema).
-    pub(crate) fn levels(&self) -> (&BTreeSet<PathElement>, &BTreeMap<PathElement, Set>) {
+    pub(crate) fn levels(&self) -> (&[PathElement], &[(PathElement, Set)]) {
         (&self.members, &self.children)
-    }
-
-    /// Adds `step` as a member of this level.
-    pub(crate) fn insert_member(&mut self, step: PathElement) {
-        self.members.insert(step);
-    }
-
-    /// The set of paths under `step`, made if absent.
-    pub(crate) fn child_mut(&mut self, step: PathElement) -> &mut Set {
-        self.children.entry(step).or_default()
     }
 
     /// The set as `FieldsV1` JSON.
@@ -170,20 +307,30 @@ impl Set {
 
     fn fields_v1_contents(&self, include_self: bool) -> Map<String, Value> {
         let mut out = Map::new();
-        if include_self && !(self.members.is_empty() && self.children.is_empty()) {
+        if include_self {
             out.insert(".".into(), Value::Object(Map::new()));
         }
-        let mut steps: BTreeSet<&PathElement> = self.members.iter().collect();
-        steps.extend(self.children.keys());
-        for step in steps {
-            let member = self.members.contains(step);
-            let value = match self.children.get(step).filter(|child| !child.is_empty()) {
-                Some(child) => Value::Object(child.fields_v1_contents(member)),
-                None if member => Value::Object(Map::new()),
-                // An emptied level: nothing under this step.
-                None => continue,
+        let mut children = self.children.iter().peekable();
+        for member in &self.members {
+            while let Some((step, child)) = children.next_if(|(step, _)| step < member) {
+                out.insert(
+                    step.to_fields_v1(),
+                    Value::Object(child.fields_v1_contents(false)),
+                );
+            }
+            match children.next_if(|(step, _)| step == member) {
+                Some((step, child)) => out.insert(
+                    step.to_fields_v1(),
+                    Value::Object(child.fields_v1_contents(true)),
+                ),
+                None => out.insert(member.to_fields_v1(), Value::Object(Map::new())),
             };
-            out.insert(step.to_fields_v1(), value);
+        }
+        for (step, child) in children {
+            out.insert(
+                step.to_fields_v1(),
+                Value::Object(child.fields_v1_contents(false)),
+            );
         }
         out
     }
@@ -191,14 +338,14 @@ impl Set {
     /// Reads `FieldsV1` JSON; `None` if it is not an object of objects.
     pub fn from_fields_v1(fields: &Value) -> Option<Set> {
         let (set, _) = Self::read_level(fields)?;
-        Some(set.unwrap_or_default())
+        Some(set)
     }
 
-    /// A level: its set (`None` when it has no steps) and whether it holds `"."`.
-    fn read_level(fields: &Value) -> Option<(Option<Set>, bool)> {
+    /// A level: its set, and whether it holds `"."` (or nothing at all: a member).
+    fn read_level(fields: &Value) -> Option<(Set, bool)> {
         let object = fields.as_object()?;
-        let mut set: Option<Set> = None;
-        let mut is_member = false;
+        let mut set = Set::new();
+        let mut is_member = object.is_empty();
         for (key, value) in object {
             if key == "." {
                 is_member = true;
@@ -208,16 +355,10 @@ impl Set {
                 continue;
             };
             let (grandchildren, child_is_member) = Self::read_level(value)?;
-            let level = set.get_or_insert_with(Set::default);
             if child_is_member {
-                level.members.insert(step.clone());
+                set.insert_member(step.clone());
             }
-            if let Some(grandchildren) = grandchildren {
-                level.children.insert(step, grandchildren);
-            }
-        }
-        if set.is_none() {
-            is_member = true;
+            set.insert_child(step, grandchildren);
         }
         Some((set, is_member))
     }

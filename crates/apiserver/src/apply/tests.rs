@@ -55,7 +55,15 @@ fn object_type() -> Type {
 fn owned(managers: &Managers, manager: &str) -> Vec<String> {
     managers
         .get(manager)
-        .map(|owned| owned.set.paths().iter().map(|p| path_text(p)).collect())
+        .map(|owned| {
+            owned
+                .set
+                .to_set()
+                .paths()
+                .iter()
+                .map(|p| path_text(p))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -81,6 +89,7 @@ impl Scenario {
             ty: &self.ty,
             api_version: "v1",
             ignored: &self.ignored,
+            stripped: &self.ignored,
         }
     }
 
@@ -274,14 +283,17 @@ fn list_items_merge_by_key_with_key_defaults_and_keep_their_order() {
         .unwrap();
     let web_port = [
         PathElement::field("containers"),
-        PathElement::Key(vec![("name".into(), json!("web"))]),
+        PathElement::Key(vec![("name".into(), json!("web"))].into()),
         PathElement::field("ports"),
-        PathElement::Key(vec![
-            ("port".into(), json!(80)),
-            ("protocol".into(), json!("TCP")),
-        ]),
+        PathElement::Key(
+            vec![
+                ("port".into(), json!(80)),
+                ("protocol".into(), json!("TCP")),
+            ]
+            .into(),
+        ),
     ];
-    assert!(scenario.managers["a"].set.has(&web_port));
+    assert!(scenario.managers["a"].set.to_set().has(&web_port));
     scenario
         .apply(
             "b",

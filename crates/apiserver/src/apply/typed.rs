@@ -1,12 +1,15 @@
 //! The operations of structured-merge-diff on an object and its type: the set of fields it
 //! holds, the merge of an applied configuration into it, the fields that differ between two of
 //! its states, and the removal of a set of fields.
+//!
+//! The walkers keep no path as they go: an error names where it happened as it returns through
+//! the levels above it, and the steps of a path are made only where a set needs them.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::path::{Path, PathElement};
+use super::path::PathElement;
 use super::schema::{ListKind, Node, Type};
 use super::set::Set;
 
@@ -32,10 +35,26 @@ impl std::fmt::Display for TypeError {
 
 impl std::error::Error for TypeError {}
 
-fn error(path: &[PathElement], message: impl Into<String>) -> TypeError {
-    TypeError {
-        path: super::path::path_text(path),
-        message: message.into(),
+impl TypeError {
+    /// An error at the value being walked.
+    pub(super) fn new(message: impl Into<String>) -> Self {
+        Self {
+            path: String::new(),
+            message: message.into(),
+        }
+    }
+
+    /// The error as seen from one level up: under `step`.
+    pub(super) fn under(mut self, step: &PathElement) -> Self {
+        self.path.insert_str(0, &step.to_string());
+        self
+    }
+
+    /// The error as seen from one level up: under the field `name`.
+    fn under_field(mut self, name: &str) -> Self {
+        self.path.insert_str(0, name);
+        self.path.insert(0, '.');
+        self
     }
 }
 
@@ -44,48 +63,40 @@ pub(super) fn item_step(
     kind: &ListKind,
     item_type: &Type,
     item: &Value,
-    path: &[PathElement],
 ) -> Result<PathElement, TypeError> {
     match kind {
         ListKind::Map(keys) => {
             let Value::Object(fields) = item else {
-                return Err(error(
-                    path,
+                return Err(TypeError::new(
                     "associative list with keys may not have non-map elements",
                 ));
             };
-            let mut key: Vec<(String, Value)> = keys
+            let mut key: Vec<(super::path::Name, Value)> = keys
                 .iter()
                 .filter_map(|name| {
                     let value = fields
-                        .get(name)
+                        .get(&**name)
                         .cloned()
                         .or_else(|| item_type.key_default(name))?;
                     Some((name.clone(), value))
                 })
                 .collect();
             if key.is_empty() && !keys.is_empty() {
-                return Err(error(
-                    path,
-                    format!(
-                        "associative list with keys has an element that omits all key fields {keys:?} (and doesn't have default values for any key fields)"
-                    ),
-                ));
+                return Err(TypeError::new(format!(
+                    "associative list with keys has an element that omits all key fields {keys:?} (and doesn't have default values for any key fields)"
+                )));
             }
             key.sort_by(|a, b| a.0.cmp(&b.0));
-            Ok(PathElement::Key(key))
+            Ok(PathElement::Key(key.into()))
         }
         _ => match item {
-            Value::Object(_) => Err(error(
-                path,
+            Value::Object(_) => Err(TypeError::new(
                 "associative list without keys has an element that's a map type",
             )),
-            Value::Array(_) => Err(error(
-                path,
+            Value::Array(_) => Err(TypeError::new(
                 "not supported: associative list with lists as elements",
             )),
-            Value::Null => Err(error(
-                path,
+            Value::Null => Err(TypeError::new(
                 "associative list without keys has an element that's an explicit null",
             )),
             scalar => Ok(PathElement::Value(scalar.clone())),
@@ -93,85 +104,142 @@ pub(super) fn item_step(
     }
 }
 
+/// Whether two items of an associative list of `kind` have the same key, without making their
+/// steps (`false` when either has none: the slow path then says why).
+fn same_key(kind: &ListKind, item_type: &Type, a: &Value, b: &Value) -> bool {
+    match kind {
+        ListKind::Map(keys) => {
+            let (Value::Object(a), Value::Object(b)) = (a, b) else {
+                return false;
+            };
+            let mut any = false;
+            for name in keys.iter() {
+                match (a.get(&**name), b.get(&**name)) {
+                    (Some(x), Some(y)) if x == y => any = true,
+                    (None, None) => {}
+                    (x, y) => {
+                        let default = item_type.key_default(name);
+                        if x.or(default.as_ref()) != y.or(default.as_ref()) {
+                            return false;
+                        }
+                        any |= default.is_some();
+                    }
+                }
+            }
+            any
+        }
+        _ => !a.is_object() && !a.is_array() && !a.is_null() && a == b,
+    }
+}
+
 /// The fields `value` holds: its leaves, the items of its associative lists, its atomic parts,
 /// and the fields of its maps that are not declared struct fields or that hold nothing.
 pub fn to_field_set(value: &Value, ty: &Type) -> Result<Set, TypeError> {
-    let mut set = Set::new();
-    let mut path = Vec::new();
-    field_set_walk(value, ty, &mut path, &mut set)?;
-    Ok(set)
+    field_set_walk(value, ty)
 }
 
-fn field_set_walk(
-    value: &Value,
-    ty: &Type,
-    path: &mut Path,
-    set: &mut Set,
-) -> Result<(), TypeError> {
+/// The fields of what `value` holds, relative to it (built from the leaves up, so that no path
+/// is walked twice).
+fn field_set_walk(value: &Value, ty: &Type) -> Result<Set, TypeError> {
+    let mut set = Set::new();
     match ty.node(value) {
-        Node::Leaf => set.insert(path),
+        Node::Leaf => {}
         Node::Granular => {
             let Value::Object(fields) = value else {
-                set.insert(path);
-                return Ok(());
+                return Ok(set);
             };
             for (name, child) in fields {
-                let (child_type, declared) = ty.field(name);
-                path.push(PathElement::Field(name.clone()));
-                field_set_walk(child, &child_type, path, set)?;
+                let (child_type, declared, step) = ty.field_step(name);
+                let inner =
+                    field_set_walk(child, &child_type).map_err(|error| error.under(&step))?;
                 let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
-                if empty || !declared {
-                    set.insert(path);
+                let leaf = matches!(child_type.node(child), Node::Leaf);
+                if leaf || empty || !declared {
+                    set.insert_member(step.clone());
                 }
-                path.pop();
+                set.insert_child(step, inner);
             }
         }
         Node::Associative(kind) => {
             let Value::Array(items) = value else {
-                set.insert(path);
-                return Ok(());
+                return Ok(set);
             };
             let item_type = ty.item();
             let mut seen: BTreeMap<PathElement, usize> = BTreeMap::new();
             let mut steps = Vec::with_capacity(items.len());
             for item in items {
-                let step = item_step(&kind, &item_type, item, path)?;
+                let step = item_step(&kind, &item_type, item)?;
                 *seen.entry(step.clone()).or_default() += 1;
                 steps.push(step);
             }
             for (item, step) in items.iter().zip(steps) {
-                path.push(step.clone());
-                if seen[&step] > 1 {
-                    // A duplicated item is owned whole.
-                    set.insert(path);
+                // A duplicated item is owned whole.
+                if seen[&step] == 1 {
+                    let inner =
+                        field_set_walk(item, &item_type).map_err(|error| error.under(&step))?;
+                    set.insert_member(step.clone());
+                    set.insert_child(step, inner);
                 } else {
-                    field_set_walk(item, &item_type, path, set)?;
-                    set.insert(path);
+                    set.insert_member(step);
                 }
-                path.pop();
             }
         }
     }
-    Ok(())
+    Ok(set)
+}
+
+/// The keys of two JSON objects (each sorted), once each, in order.
+fn union_keys<'a>(
+    left: Option<&'a Map<String, Value>>,
+    right: Option<&'a Map<String, Value>>,
+) -> Vec<&'a String> {
+    let mut left = left.into_iter().flat_map(Map::keys).peekable();
+    let mut right = right.into_iter().flat_map(Map::keys).peekable();
+    let mut out = Vec::new();
+    loop {
+        let next = match (left.peek(), right.peek()) {
+            (Some(a), Some(b)) => match a.cmp(b) {
+                std::cmp::Ordering::Less => left.next(),
+                std::cmp::Ordering::Greater => right.next(),
+                std::cmp::Ordering::Equal => {
+                    right.next();
+                    left.next()
+                }
+            },
+            (Some(_), None) => left.next(),
+            (None, _) => right.next(),
+        };
+        match next {
+            Some(name) => out.push(name),
+            None => return out,
+        }
+    }
+}
+
+/// Whether two lists hold items with the same keys in the same order.
+fn same_keys_in_order(kind: &ListKind, item_type: &Type, a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| same_key(kind, item_type, a, b))
 }
 
 /// `config` merged into `live`: what `config` holds wins; maps and structs merge field by
 /// field and associative lists item by item, in an order that keeps `config`'s order for its
-/// items and `live`'s for the others.
+/// items and `live`'s for the others. `config` is expected to have been read strictly (no
+/// duplicate items; see `validate`).
 pub fn merge(
     live: Option<&Value>,
     config: Option<&Value>,
     ty: &Type,
 ) -> Result<Option<Value>, TypeError> {
-    let mut path = Vec::new();
-    merge_walk(live, config, ty, &mut path)
+    merge_walk(live, config, ty)
 }
 
 fn merge_walk(
     live: Option<&Value>,
     config: Option<&Value>,
     ty: &Type,
-    path: &mut Path,
 ) -> Result<Option<Value>, TypeError> {
     let (Some(live_value), Some(config_value)) = (live, config) else {
         return Ok(config.or(live).cloned());
@@ -190,14 +258,16 @@ fn merge_walk(
                 return Ok(Some(config_value.clone()));
             }
             let mut out = Map::new();
-            let mut names: Vec<&String> = left.keys().chain(right.keys()).collect();
-            names.sort();
-            names.dedup();
-            for name in names {
-                let (child_type, _) = ty.field(name);
-                path.push(PathElement::Field(name.clone()));
-                let merged = merge_walk(left.get(name), right.get(name), &child_type, path)?;
-                path.pop();
+            for name in union_keys(Some(left), Some(right)) {
+                let merged = match (left.get(name), right.get(name)) {
+                    // Only one side: no type needed.
+                    (one, None) | (None, one) => one.cloned(),
+                    (Some(l), Some(r)) => {
+                        let (child_type, _) = ty.field(name);
+                        merge_walk(Some(l), Some(r), &child_type)
+                            .map_err(|error| error.under_field(name))?
+                    }
+                };
                 if let Some(merged) = merged {
                     out.insert(name.clone(), merged);
                 }
@@ -211,7 +281,7 @@ fn merge_walk(
             if left.is_empty() && right.is_empty() {
                 return Ok(Some(config_value.clone()));
             }
-            merge_list(left, right, &kind, ty, path).map(|items| Some(Value::Array(items)))
+            merge_list(left, right, &kind, ty).map(|items| Some(Value::Array(items)))
         }
     }
 }
@@ -224,22 +294,33 @@ fn merge_list(
     right: &[Value],
     kind: &ListKind,
     ty: &Type,
-    path: &mut Path,
 ) -> Result<Vec<Value>, TypeError> {
     let item_type = ty.item();
+    // The usual case, a list applied again: the same items in the same order, merged pairwise.
+    if same_keys_in_order(kind, &item_type, left, right) {
+        let mut out = Vec::with_capacity(right.len());
+        for (live, config) in left.iter().zip(right) {
+            let merged = match merge_walk(Some(live), Some(config), &item_type) {
+                Ok(merged) => merged,
+                Err(error) => return Err(error.under(&item_step(kind, &item_type, config)?)),
+            };
+            out.extend(merged);
+        }
+        return Ok(out);
+    }
     let mut right_steps = Vec::with_capacity(right.len());
     let mut right_items: BTreeMap<PathElement, &Value> = BTreeMap::new();
     for item in right {
-        let step = item_step(kind, &item_type, item, path)?;
+        let step = item_step(kind, &item_type, item)?;
         if right_items.insert(step.clone(), item).is_some() {
-            return Err(error(path, format!("duplicate entries for key {step}")));
+            return Err(TypeError::new(format!("duplicate entries for key {step}")));
         }
         right_steps.push(step);
     }
     let mut left_steps = Vec::with_capacity(left.len());
     let mut left_items: BTreeMap<PathElement, &Value> = BTreeMap::new();
     for item in left {
-        let step = item_step(kind, &item_type, item, path)?;
+        let step = item_step(kind, &item_type, item)?;
         left_items.entry(step.clone()).or_insert(item);
         left_steps.push(step);
     }
@@ -252,17 +333,15 @@ fn merge_list(
     let mut merged_right: std::collections::BTreeSet<PathElement> = Default::default();
     let mut out = Vec::with_capacity(left.len().max(right.len()));
     let (mut l, mut r) = (0, 0);
-    let mut push =
-        |step: &PathElement, lhs: Option<&Value>, rhs: Option<&Value>, path: &mut Path| {
-            path.push(step.clone());
-            let merged = merge_walk(lhs, rhs, &item_type, path);
-            path.pop();
-            merged.map(|merged| {
+    let mut push = |step: &PathElement, lhs: Option<&Value>, rhs: Option<&Value>| {
+        merge_walk(lhs, rhs, &item_type)
+            .map_err(|error| error.under(step))
+            .map(|merged| {
                 if let Some(merged) = merged {
                     out.push(merged);
                 }
             })
-        };
+    };
     while l < left_steps.len() || r < right_steps.len() {
         if l < left_steps.len() && r < right_steps.len() {
             let step = &left_steps[l];
@@ -272,7 +351,6 @@ fn merge_list(
                     step,
                     left_items.get(step).copied(),
                     right_items.get(step).copied(),
-                    path,
                 )?;
                 l += 1;
                 r += 1;
@@ -289,7 +367,7 @@ fn merge_list(
         if l < left_steps.len() {
             let step = &left_steps[l];
             if !right_items.contains_key(step) {
-                push(step, left_items.get(step).copied(), None, path)?;
+                push(step, left_items.get(step).copied(), None)?;
                 l += 1;
                 continue;
             } else if merged_right.contains(step) {
@@ -303,7 +381,6 @@ fn merge_list(
                 &step,
                 left_items.get(&step).copied(),
                 right_items.get(&step).copied(),
-                path,
             )?;
             r += 1;
             if next_shared.as_ref() == Some(&step) {
@@ -325,33 +402,93 @@ pub struct Comparison {
     pub removed: Set,
 }
 
+impl Comparison {
+    fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.modified.is_empty() && self.removed.is_empty()
+    }
+}
+
 /// What changed from `old` to `new`.
 pub fn compare(
     old: Option<&Value>,
     new: Option<&Value>,
     ty: &Type,
 ) -> Result<Comparison, TypeError> {
-    let mut comparison = Comparison::default();
-    let mut path = Vec::new();
-    if old.is_some() || new.is_some() {
-        compare_walk(old, new, ty, &mut path, &mut comparison)?;
+    if old.is_none() && new.is_none() {
+        return Ok(Comparison::default());
     }
-    Ok(comparison)
+    compare_walk(old, new, ty).map(|(_, inner)| inner)
 }
 
+/// How a value itself changed, as a member of its parent's sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Added,
+    Modified,
+    Removed,
+}
+
+impl Comparison {
+    fn member(&mut self, change: Option<Change>, step: &PathElement) {
+        match change {
+            Some(Change::Added) => self.added.insert_member(step.clone()),
+            Some(Change::Modified) => self.modified.insert_member(step.clone()),
+            Some(Change::Removed) => self.removed.insert_member(step.clone()),
+            None => {}
+        }
+    }
+
+    fn child(&mut self, step: &PathElement, inner: Comparison) {
+        let Comparison {
+            added,
+            modified,
+            removed,
+        } = inner;
+        for (set, inner) in [
+            (&mut self.added, added),
+            (&mut self.modified, modified),
+            (&mut self.removed, removed),
+        ] {
+            if !inner.is_empty() {
+                set.insert_child(step.clone(), inner);
+            }
+        }
+    }
+
+    /// Records how the value under `step` changed (the step made only if something did).
+    fn record(
+        &mut self,
+        changes: &[Option<Change>],
+        inner: Comparison,
+        step: impl FnOnce() -> Result<PathElement, TypeError>,
+    ) -> Result<(), TypeError> {
+        if changes.iter().all(Option::is_none) && inner.is_empty() {
+            return Ok(());
+        }
+        let step = step()?;
+        for change in changes {
+            self.member(*change, &step);
+        }
+        self.child(&step, inner);
+        Ok(())
+    }
+}
+
+/// How a value changed itself, and what changed of what it holds (relative to it).
 fn compare_walk(
     old: Option<&Value>,
     new: Option<&Value>,
     ty: &Type,
-    path: &mut Path,
-    comparison: &mut Comparison,
-) -> Result<(), TypeError> {
-    let leaf = |comparison: &mut Comparison, path: &Path| match (old, new) {
-        (None, _) => comparison.added.insert(path),
-        (_, None) => comparison.removed.insert(path),
-        (Some(old), Some(new)) if old != new => comparison.modified.insert(path),
-        _ => {}
+) -> Result<(Option<Change>, Comparison), TypeError> {
+    // Compared whole only where the value is a leaf (comparing every level would compare each
+    // subtree once per level above it).
+    let leaf = || match (old, new) {
+        (None, _) => Some(Change::Added),
+        (_, None) => Some(Change::Removed),
+        (Some(old), Some(new)) if old != new => Some(Change::Modified),
+        _ => None,
     };
+    let mut inner = Comparison::default();
     let probe = new.or(old).unwrap_or(&Value::Null);
     let node = ty.node(probe);
     let same_shape = match (old, new) {
@@ -366,40 +503,52 @@ fn compare_walk(
         Some(Value::Array(items)) => items.is_empty(),
         Some(_) => false,
     };
+    // A map or list that appears or goes is added or removed itself, besides what it holds.
+    let appeared = match (old, new) {
+        (None, Some(_)) => Some(Change::Added),
+        (Some(_), None) => Some(Change::Removed),
+        _ => None,
+    };
     match node {
-        _ if !same_shape => leaf(comparison, path),
-        Node::Leaf => leaf(comparison, path),
-        _ if empty(old) && empty(new) => leaf(comparison, path),
+        _ if !same_shape => Ok((leaf(), inner)),
+        Node::Leaf => Ok((leaf(), inner)),
+        _ if empty(old) && empty(new) => Ok((leaf(), inner)),
         Node::Granular => {
             let left = old.and_then(Value::as_object);
             let right = new.and_then(Value::as_object);
-            let mut names: Vec<&String> = left
-                .into_iter()
-                .flat_map(|fields| fields.keys())
-                .chain(right.into_iter().flat_map(|fields| fields.keys()))
-                .collect();
-            names.sort();
-            names.dedup();
-            for name in names {
+            for name in union_keys(left, right) {
                 let (child_type, _) = ty.field(name);
-                path.push(PathElement::Field(name.clone()));
-                compare_walk(
+                let (change, child) = compare_walk(
                     left.and_then(|fields| fields.get(name)),
                     right.and_then(|fields| fields.get(name)),
                     &child_type,
-                    path,
-                    comparison,
-                )?;
-                path.pop();
+                )
+                .map_err(|error| error.under_field(name))?;
+                inner.record(&[change], child, || Ok(ty.field_step(name).2))?;
             }
-            node_change(old, new, path, comparison);
+            Ok((appeared, inner))
         }
         Node::Associative(kind) => {
             let item_type = ty.item();
+            // The usual case: the same items in the same order, compared pairwise.
+            if let (Some(Value::Array(left)), Some(Value::Array(right))) = (old, new)
+                && same_keys_in_order(&kind, &item_type, left, right)
+            {
+                for (old_item, new_item) in left.iter().zip(right) {
+                    let step = || item_step(&kind, &item_type, new_item);
+                    let (change, child) =
+                        match compare_walk(Some(old_item), Some(new_item), &item_type) {
+                            Ok(compared) => compared,
+                            Err(error) => return Err(error.under(&step()?)),
+                        };
+                    inner.record(&[change], child, step)?;
+                }
+                return Ok((appeared, inner));
+            }
             let mut order: Vec<PathElement> = Vec::new();
             let mut left: BTreeMap<PathElement, Vec<&Value>> = BTreeMap::new();
             for item in old.and_then(Value::as_array).into_iter().flatten() {
-                let step = item_step(&kind, &item_type, item, path)?;
+                let step = item_step(&kind, &item_type, item)?;
                 let entry = left.entry(step.clone()).or_default();
                 if entry.is_empty() {
                     order.push(step);
@@ -408,7 +557,7 @@ fn compare_walk(
             }
             let mut right: BTreeMap<PathElement, Vec<&Value>> = BTreeMap::new();
             for item in new.and_then(Value::as_array).into_iter().flatten() {
-                let step = item_step(&kind, &item_type, item, path)?;
+                let step = item_step(&kind, &item_type, item)?;
                 let entry = right.entry(step.clone()).or_default();
                 if entry.is_empty() && !left.contains_key(&step) {
                     order.push(step);
@@ -416,80 +565,69 @@ fn compare_walk(
                 entry.push(item);
             }
             for step in order {
-                let old_items = left.get(&step).cloned().unwrap_or_default();
-                let new_items = right.get(&step).cloned().unwrap_or_default();
-                path.push(step);
-                match (old_items.len(), new_items.len()) {
-                    (0..=1, 0..=1) => compare_walk(
-                        old_items.first().copied(),
-                        new_items.first().copied(),
-                        &item_type,
-                        path,
-                        comparison,
-                    )?,
-                    (_, 2..) if old_items.len() >= 2 => {
-                        if old_items != new_items {
-                            comparison.modified.insert(path);
-                        }
+                let old_items = left.get(&step).map(Vec::as_slice).unwrap_or_default();
+                let new_items = right.get(&step).map(Vec::as_slice).unwrap_or_default();
+                let under = |error: TypeError| error.under(&step);
+                // How the item changed: what its own comparison says and, for a duplicated
+                // item on one side, that it was added or removed whole.
+                let (changes, child) = match (old_items.len(), new_items.len()) {
+                    (0..=1, 0..=1) => {
+                        let (change, child) = compare_walk(
+                            old_items.first().copied(),
+                            new_items.first().copied(),
+                            &item_type,
+                        )
+                        .map_err(under)?;
+                        ([change, None], child)
                     }
+                    // Duplicated items are compared whole.
+                    (_, 2..) if old_items.len() >= 2 => (
+                        [(old_items != new_items).then_some(Change::Modified), None],
+                        Comparison::default(),
+                    ),
                     (2.., _) => {
-                        if let Some(first) = new_items.first() {
-                            compare_walk(None, Some(first), &item_type, path, comparison)?;
-                        }
-                        comparison.removed.insert(path);
+                        let (change, child) = match new_items.first() {
+                            Some(first) => {
+                                compare_walk(None, Some(first), &item_type).map_err(under)?
+                            }
+                            None => (None, Comparison::default()),
+                        };
+                        ([change, Some(Change::Removed)], child)
                     }
                     _ => {
-                        if let Some(first) = old_items.first() {
-                            compare_walk(Some(first), None, &item_type, path, comparison)?;
-                        }
-                        comparison.added.insert(path);
+                        let (change, child) = match old_items.first() {
+                            Some(first) => {
+                                compare_walk(Some(first), None, &item_type).map_err(under)?
+                            }
+                            None => (None, Comparison::default()),
+                        };
+                        ([change, Some(Change::Added)], child)
                     }
-                }
-                path.pop();
+                };
+                inner.record(&changes, child, || Ok(step.clone()))?;
             }
-            node_change(old, new, path, comparison);
+            Ok((appeared, inner))
         }
-    }
-    Ok(())
-}
-
-/// A map or list that appears or goes is added or removed itself, besides what it holds.
-fn node_change(old: Option<&Value>, new: Option<&Value>, path: &Path, comparison: &mut Comparison) {
-    match (old, new) {
-        (None, Some(_)) => comparison.added.insert(path),
-        (Some(_), None) => comparison.removed.insert(path),
-        _ => {}
     }
 }
 
 /// `value` without the fields of `remove`; `None` when nothing is left of it.
 pub fn remove(value: &Value, remove: &Set, ty: &Type) -> Result<Option<Value>, TypeError> {
-    let mut path = Vec::new();
-    remove_walk(value, remove, ty, &mut path)
+    remove_walk(value, remove, ty)
 }
 
-fn remove_walk(
-    value: &Value,
-    remove: &Set,
-    ty: &Type,
-    path: &mut Path,
-) -> Result<Option<Value>, TypeError> {
+fn remove_walk(value: &Value, remove: &Set, ty: &Type) -> Result<Option<Value>, TypeError> {
     match (ty.node(value), value) {
         (Node::Granular, Value::Object(fields)) if !fields.is_empty() => {
             let mut out = Map::new();
             for (name, child) in fields {
-                let step = PathElement::Field(name.clone());
+                let (child_type, _, step) = ty.field_step(name);
                 if remove.has(std::slice::from_ref(&step)) {
                     continue;
                 }
                 let kept = match remove.with_prefix(&step) {
-                    Some(under) => {
-                        let (child_type, _) = ty.field(name);
-                        path.push(step);
-                        let kept = remove_walk(child, under, &child_type, path)?;
-                        path.pop();
-                        kept
-                    }
+                    Some(under) => remove_walk(child, under, &child_type)
+                        .map_err(|error| error.under(&step))?,
                     None => Some(child.clone()),
                 };
                 if let Some(kept) = kept {
@@ -502,16 +640,13 @@ fn remove_walk(
             let item_type = ty.item();
             let mut out = Vec::new();
             for item in items {
-                let step = item_step(&kind, &item_type, item, path)?;
+                let step = item_step(&kind, &item_type, item)?;
                 if remove.has(std::slice::from_ref(&step)) {
                     continue;
                 }
                 let kept = match remove.with_prefix(&step) {
                     Some(under) => {
-                        path.push(step);
-                        let kept = remove_walk(item, under, &item_type, path)?;
-                        path.pop();
-                        kept
+                        remove_walk(item, under, &item_type).map_err(|error| error.under(&step))?
                     }
                     None => Some(item.clone()),
                 };
@@ -529,8 +664,11 @@ fn remove_walk(
 /// structured-merge-diff's pruning compares, so that a struct emptied by a removal goes with
 /// the fields it held).
 pub fn with_named_fields(set: &Set, ty: &Type) -> Set {
-    let mut out = set.clone();
-    let (_, children) = set.levels();
+    let (members, children) = set.levels();
+    let mut out = Set::new();
+    for member in members {
+        out.insert_member(member.clone());
+    }
     for (step, child) in children {
         let child_type = match step {
             PathElement::Field(name) => {
@@ -542,7 +680,7 @@ pub fn with_named_fields(set: &Set, ty: &Type) -> Set {
             }
             _ => ty.item(),
         };
-        *out.child_mut(step.clone()) = with_named_fields(child, &child_type);
+        out.insert_child(step.clone(), with_named_fields(child, &child_type));
     }
     out
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::fields::Fields;
 use super::schema::Type;
 use super::set::Set;
 use super::typed::{self, TypeError};
@@ -16,7 +17,7 @@ use super::typed::{self, TypeError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {
     /// The fields.
-    pub set: Set,
+    pub set: Fields,
     /// The API version they are of.
     pub api_version: String,
     /// Whether the manager applies (rather than updates).
@@ -45,8 +46,10 @@ pub struct Scope<'a> {
     pub ty: &'a Type,
     /// The API version the managers write at.
     pub api_version: &'a str,
-    /// The fields the endpoint resets.
+    /// The fields the endpoint resets (with everything under them).
     pub ignored: &'a Set,
+    /// The paths the acting manager never owns (the object's identity).
+    pub stripped: &'a Set,
 }
 
 /// Ownership after a change from `old` to `new` by `writer` (not counted), and what changed:
@@ -66,7 +69,8 @@ fn transfer(
     comparison.added = comparison.added.recursive_difference(ignored);
     comparison.modified = comparison.modified.recursive_difference(ignored);
     comparison.removed = comparison.removed.recursive_difference(ignored);
-    let changed = comparison.modified.union(&comparison.added);
+    let mut changed = comparison.modified.clone();
+    changed.absorb(comparison.added.clone());
     let mut conflicts = BTreeMap::new();
     for (manager, owned) in &mut managers {
         if manager == writer {
@@ -85,9 +89,9 @@ fn transfer(
             continue;
         }
         if let Some(taken) = conflicts.get(manager) {
-            owned.set = owned.set.difference(taken);
+            owned.set.subtract(taken);
         }
-        owned.set = owned.set.difference(&comparison.removed);
+        owned.set.subtract(&comparison.removed);
     }
     managers.retain(|_, owned| !owned.set.is_empty());
     Ok((managers, comparison))
@@ -105,22 +109,23 @@ pub fn update(
         ty,
         api_version,
         ignored,
+        stripped,
     } = scope;
     let (mut managers, comparison) = transfer(old, new, ty, managers, manager, true, ignored)?;
     let previous = managers
         .remove(manager)
-        .map(|owned| owned.set)
+        .map(|owned| owned.set.into_set())
         .unwrap_or_default();
-    let set = previous
-        .difference(&comparison.removed)
-        .union(&comparison.modified)
-        .union(&comparison.added)
-        .recursive_difference(ignored);
+    let mut set = previous;
+    set.subtract(&comparison.removed);
+    set.absorb(comparison.modified);
+    set.absorb(comparison.added);
+    let set = set.recursive_difference(ignored).difference(stripped);
     if !set.is_empty() {
         managers.insert(
             manager.to_string(),
             Owned {
-                set,
+                set: set.into(),
                 api_version: api_version.to_string(),
                 applied: false,
             },
@@ -151,19 +156,47 @@ pub fn apply(
         ty,
         api_version,
         ignored,
+        stripped,
     } = scope;
     let merged = typed::merge(Some(live), Some(config), ty)?.unwrap_or(Value::Null);
-    let last = managers.get(manager).cloned();
-    let set = typed::to_field_set(config, ty)?.recursive_difference(ignored);
+    let set = typed::to_field_set(config, ty)?
+        .recursive_difference(ignored)
+        .difference(stripped);
+    // What it applied before: only an apply that drops some of it can leave fields to remove.
+    // Applied again unchanged (the usual case), its fields are the same JSON as before.
+    let last = managers.remove(manager);
+    let fields = set.to_fields_v1();
+    let (drops, last) = match last {
+        Some(Owned {
+            set: Fields::Encoded(json),
+            ..
+        }) if json == fields => (false, None),
+        Some(last) => {
+            let last_set = last.set.into_set();
+            let drops = !last_set.difference(&set).is_empty();
+            (
+                drops,
+                Some(Owned {
+                    set: last_set.into(),
+                    ..last
+                }),
+            )
+        }
+        None => (false, None),
+    };
     managers.insert(
         manager.to_string(),
         Owned {
-            set,
+            set: Fields::Encoded(fields),
             api_version: api_version.to_string(),
             applied: true,
         },
     );
-    let pruned = prune(merged, &managers, last.as_ref(), ty)?;
+    let pruned = if drops {
+        prune(merged, &managers, last.as_ref(), ty)?
+    } else {
+        merged
+    };
     let (managers, _) = transfer(live, &pruned, ty, managers, manager, force, ignored)?;
     let object = (pruned != *live).then_some(pruned);
     Ok(Applied { object, managers })
@@ -180,12 +213,14 @@ fn prune(
     let Some(last) = last.filter(|last| !last.set.is_empty()) else {
         return Ok(merged);
     };
-    let last_set = typed::with_named_fields(&last.set, ty);
+
+    let last_set = typed::with_named_fields(&last.set.to_set(), ty);
     let pruned = typed::remove(&merged, &last_set, ty)?.unwrap_or(Value::Null);
     // Add back what any manager (the applier included) owns.
-    let owned = managers
-        .values()
-        .fold(Set::new(), |all, owned| all.union(&owned.set));
+    let owned = managers.values().fold(Set::new(), |mut all, owned| {
+        all.absorb(owned.set.to_set().into_owned());
+        all
+    });
     let merged_set = typed::with_named_fields(&typed::to_field_set(&merged, ty)?, ty);
     let pruned_set = typed::with_named_fields(&typed::to_field_set(&pruned, ty)?, ty);
     let keep = pruned_set.union(&typed::with_named_fields(&owned, ty));

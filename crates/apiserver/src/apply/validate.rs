@@ -104,7 +104,7 @@ fn walk(value: &Value, ty: &Type, path: &mut String, errors: &mut Vec<TypeError>
             let mut seen = BTreeSet::new();
             for (index, item) in items.iter().enumerate() {
                 let step = match &associative {
-                    Some(kind) => match item_step(kind, &item_type, item, &[]) {
+                    Some(kind) => match item_step(kind, &item_type, item) {
                         Ok(step) => step,
                         Err(error) => {
                             report(errors, path, format!("element {index}: {}", error.message));

@@ -70,6 +70,9 @@ pub struct Field {
     pub patch: Option<(&'static str, Option<&'static str>)>,
     /// Its default value, as JSON text.
     pub default: Option<&'static str>,
+    /// Whether it is a struct Go embeds inline: its fields are the message's own in JSON (a
+    /// Probe's `httpGet`), and it has no JSON name of its own.
+    pub inline: bool,
 }
 
 /// A message: its fields in number order.
@@ -82,9 +85,18 @@ pub struct Message {
 }
 
 impl Message {
-    /// The field named `json` in JSON.
+    /// The field named `json` in JSON: one of its own, or of a struct it embeds inline.
     pub fn by_name(&self, json: &str) -> Option<&Field> {
-        self.fields.iter().find(|field| field.json == json)
+        self.fields.iter().find_map(|field| {
+            if field.inline {
+                match &field.scalar {
+                    Scalar::Message(name) => message(name)?.by_name(json),
+                    _ => None,
+                }
+            } else {
+                (field.json == json).then_some(field)
+            }
+        })
     }
 }
 
@@ -97,10 +109,15 @@ impl Message {
 
 const TABLE: &str = include_str!("messages.txt");
 
+/// Every message, by name.
+pub fn messages() -> &'static HashMap<&'static str, Message> {
+    static MESSAGES: LazyLock<HashMap<&'static str, Message>> = LazyLock::new(parse);
+    &MESSAGES
+}
+
 /// The message named `name`.
 pub fn message(name: &str) -> Option<&'static Message> {
-    static MESSAGES: LazyLock<HashMap<&'static str, Message>> = LazyLock::new(parse);
-    MESSAGES.get(name)
+    messages().get(name)
 }
 
 fn parse() -> HashMap<&'static str, Message> {
@@ -153,8 +170,13 @@ fn parse_field(column: &'static str) -> Option<Field> {
         atomic_map: false,
         patch: None,
         default: None,
+        inline: false,
     };
     for option in options {
+        if option == "inline" {
+            field.inline = true;
+            continue;
+        }
         let (key, value) = option.split_once('=')?;
         match key {
             "list" => {
@@ -198,8 +220,13 @@ mod tests {
                 atomic_map: false,
                 patch: None,
                 default: None,
+                inline: false,
             }
         );
+        let probe = message("io.k8s.api.core.v1.Probe").unwrap();
+        assert!(probe.by_number(1).unwrap().inline);
+        assert_eq!(probe.by_name("httpGet").unwrap().json, "httpGet");
+        assert!(probe.by_name("handler").is_none());
         let container = message("io.k8s.api.core.v1.Container").unwrap();
         let ports = container.by_name("ports").unwrap();
         assert_eq!(ports.list, ListType::Map(vec!["containerPort", "protocol"]));

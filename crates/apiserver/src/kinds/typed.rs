@@ -54,18 +54,26 @@ where
         write_ignored_path(&path, &mut text);
         unknown_fields.push(text);
     };
-    let mut track = serde_path_to_error::Track::new();
+    // Paths are tracked only to name an error: a value that reads is read without them, and
+    // one that does not is read again with them.
     let ignoring = serde_ignored::Deserializer::new(object, &mut on_ignored);
-    let tracked = serde_path_to_error::Deserializer::new(ignoring, &mut track);
-    let mut typed = match T::deserialize(tracked) {
+    let mut typed = match T::deserialize(ignoring) {
         Ok(typed) => typed,
-        Err(error) => {
+        Err(untracked) => {
+            let mut track = serde_path_to_error::Track::new();
+            let tracked = serde_path_to_error::Deserializer::new(object, &mut track);
+            // Both reads see the same value, so the second fails too; should it not, the first
+            // error still stands, without a path.
+            let detail = match T::deserialize(tracked) {
+                Ok(_) => untracked.to_string(),
+                Err(error) => error.to_string(),
+            };
             let path = segments(&track.path());
             let found = json_kind(lookup(object, &path));
             return Err(TypeError {
                 path,
                 found,
-                detail: error.to_string(),
+                detail,
             });
         }
     };

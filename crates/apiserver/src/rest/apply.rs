@@ -12,7 +12,7 @@ use super::write::{Item, Write, guaranteed_update, written};
 use crate::apply::field_manager::conflict_report;
 use crate::apply::schema::Type;
 use crate::apply::{ApplyError, FieldManager};
-use crate::request::body::{ParsedBody, parse_yaml};
+use crate::request::body::{ParsedBody, parse_json, parse_yaml};
 use crate::request::decode::{Origin, decode_object};
 use crate::request::encode::Encoding;
 use crate::request::options::{FieldValidation, WriteOptions};
@@ -29,8 +29,18 @@ pub(super) fn apply(
     let kind = encoding.kind;
     // Required by the options' checks.
     let manager = options.field_manager.as_deref().unwrap_or_default();
-    let parsed = parse_yaml(body)
-        .map_err(|error| ApiError::bad_request(format!("error decoding YAML: {error}")))?;
+    // JSON is YAML; most clients (kubectl, kube-client) send JSON, which its own parser reads
+    // faster.
+    let looks_like_json = body
+        .iter()
+        .find(|byte| !byte.is_ascii_whitespace())
+        .is_some_and(|byte| *byte == b'{');
+    let parsed = if looks_like_json {
+        parse_json(body)
+    } else {
+        parse_yaml(body)
+    }
+    .map_err(|error| ApiError::bad_request(format!("error decoding YAML: {error}")))?;
     if !parsed.value.is_object() {
         return Err(ApiError::bad_request(format!(
             "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",

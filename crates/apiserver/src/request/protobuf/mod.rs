@@ -136,6 +136,12 @@ fn to_json(name: &str, bytes: &[u8], depth: usize) -> Result<Value, ProtobufErro
             continue;
         };
         match field.shape {
+            Shape::Single if field.inline => {
+                // An embedded struct: its fields are this message's in JSON.
+                if let Value::Object(inner) = scalar_to_json(&field.scalar, value, depth)? {
+                    fields.extend(inner);
+                }
+            }
             Shape::Single => {
                 let value = scalar_to_json(&field.scalar, value, depth)?;
                 let unset = match &value {
@@ -353,6 +359,16 @@ fn from_json(name: &str, value: &Value, depth: usize) -> Result<Vec<u8>, Protobu
         )));
     };
     for field in &message.fields {
+        if field.inline {
+            // An embedded struct: written from this object's own fields, when it has any.
+            if let Scalar::Message(inner) = &field.scalar {
+                let bytes = from_json(inner, value, depth + 1)?;
+                if !bytes.is_empty() {
+                    wire::put_bytes(field.number, &bytes, &mut out);
+                }
+            }
+            continue;
+        }
         let Some(value) = fields.get(field.json).filter(|value| !value.is_null()) else {
             continue;
         };

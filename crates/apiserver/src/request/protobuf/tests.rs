@@ -152,6 +152,51 @@ fn what_is_encoded_decodes_alike_in_the_bindings() {
 }
 
 #[test]
+fn structs_go_embeds_inline_are_the_messages_own_fields_in_json() {
+    let object = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "app", "image": "nginx",
+                            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080},
+                                               "periodSeconds": 5}}],
+            "volumes": [{"name": "config", "configMap": {"name": "settings"}}],
+        },
+    });
+    let body = encode_body(&object, "io.k8s.api.core.v1.Pod").unwrap();
+    let raw = {
+        let mut reader = wire::Reader::new(&body[4..]);
+        let mut raw = Vec::new();
+        while let Some((number, value)) = reader.next_field().unwrap() {
+            if let (2, wire::Value::Bytes(bytes)) = (number, value) {
+                raw = bytes.to_vec();
+            }
+        }
+        raw
+    };
+    let pod = k8s_pb::api::core::v1::Pod::decode(raw.as_slice()).unwrap();
+    let spec = pod.spec.unwrap();
+    let probe = spec.containers[0].readiness_probe.clone().unwrap();
+    let http = probe.handler.unwrap().http_get.unwrap();
+    assert_eq!(http.path.as_deref(), Some("/ready"));
+    assert_eq!(probe.period_seconds, Some(5));
+    let config_map = spec.volumes[0]
+        .clone()
+        .volume_source
+        .unwrap()
+        .config_map
+        .unwrap();
+    assert_eq!(
+        config_map.local_object_reference.unwrap().name.as_deref(),
+        Some("settings")
+    );
+    assert_eq!(
+        decode_body(&body, "io.k8s.api.core.v1.Pod").unwrap(),
+        object
+    );
+}
+
+#[test]
 fn broken_bodies_are_errors() {
     assert_eq!(
         decode_body(b"{}", "io.k8s.api.core.v1.Pod").unwrap_err(),
