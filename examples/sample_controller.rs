@@ -3,6 +3,9 @@
 //!
 //! `cargo run -p ctrlkit-examples --example sample_controller`
 //!
+//! `--apply` runs the server-side apply variant: the reconciler states the whole Deployment
+//! and the Foo's status under its own field manager, instead of creating and patching.
+//!
 //! With no kubeconfig, one process shows the whole story on the embedded API server: the Foo CRD
 //! is installed, the controller starts, two Foos are created, one is scaled (and its Deployment's
 //! status played, since no Deployment controller runs there), the other deleted; the example
@@ -25,7 +28,7 @@ use std::time::Duration;
 use clap::Parser;
 use ctrlkit::apiserver::{ApiServer, ApiServerConfig};
 use ctrlkit::cache::SharedInformerFactory;
-use ctrlkit::sample_controller::{self, Foo, FooSpec};
+use ctrlkit::sample_controller::{self, Foo, FooSpec, Writes};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -48,16 +51,31 @@ struct Args {
     /// Only this namespace's Foos (all namespaces with a kubeconfig if unset).
     #[arg(long)]
     namespace: Option<String>,
+    /// Write by server-side apply rather than create and merge patch.
+    #[arg(long)]
+    apply: bool,
+}
+
+impl Args {
+    fn writes(&self) -> Writes {
+        if self.apply {
+            Writes::Apply
+        } else {
+            Writes::Patch
+        }
+    }
 }
 
 /// Starts the controller with two workers; it runs until `cancel` fires.
 fn start_controller(
     client: Client,
     namespace: Option<&str>,
+    writes: Writes,
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
     let (controller, reconciler) = sample_controller::build(client, &factory, namespace);
+    let reconciler = reconciler.with_writes(writes);
     factory.start(cancel);
     let cancel = cancel.clone();
     tokio::spawn(async move {
@@ -110,15 +128,15 @@ async fn check(foos: &Api<Foo>, deployments: &Api<Deployment>) -> Result<usize, 
 }
 
 /// The whole story on the embedded API server.
-async fn run_demo(namespace: &str) -> Result<(), Error> {
+async fn run_demo(namespace: &str, writes: Writes) -> Result<(), Error> {
     let server = ApiServer::start(ApiServerConfig::default()).await?;
     println!("embedded API server at {}", server.url());
     let client = Client::try_from(Config::new(server.url().parse()?))?;
     sample_controller::install_crd(client.clone(), Duration::from_secs(10)).await?;
     println!("CRD foos.samplecontroller.k8s.io installed and established");
     let cancel = CancellationToken::new();
-    let controller = start_controller(client.clone(), Some(namespace), &cancel);
-    println!("controller running (2 workers)");
+    let controller = start_controller(client.clone(), Some(namespace), writes, &cancel);
+    println!("controller running (2 workers, writing by {writes:?})");
 
     let foos: Api<Foo> = Api::namespaced(client.clone(), namespace);
     let deployments: Api<Deployment> = Api::namespaced(client, namespace);
@@ -190,7 +208,7 @@ async fn run_against(args: &Args, kubeconfig: &Path) -> Result<(), Error> {
         println!("CRD foos.samplecontroller.k8s.io installed and established");
     }
     let cancel = CancellationToken::new();
-    let controller = start_controller(client, args.namespace.as_deref(), &cancel);
+    let controller = start_controller(client, args.namespace.as_deref(), args.writes(), &cancel);
     println!("controller running (2 workers); Ctrl-C stops it");
     tokio::signal::ctrl_c().await?;
     cancel.cancel();
@@ -203,6 +221,12 @@ async fn main() -> Result<(), Error> {
     let args = Args::parse();
     match &args.kubeconfig {
         Some(kubeconfig) => run_against(&args, kubeconfig).await,
-        None => run_demo(args.namespace.as_deref().unwrap_or("default")).await,
+        None => {
+            run_demo(
+                args.namespace.as_deref().unwrap_or("default"),
+                args.writes(),
+            )
+            .await
+        }
     }
 }

@@ -156,6 +156,14 @@ pub fn builtin_resources() -> Vec<ResourceKind> {
     builtin_types().iter().map(ResourceKind::builtin).collect()
 }
 
+/// The built-in resource `plural` of `group`, if there is one.
+pub fn builtin_resource(group: &str, plural: &str) -> Option<ResourceKind> {
+    builtin_types()
+        .iter()
+        .find(|builtin| builtin.group == group && builtin.plural == plural)
+        .map(ResourceKind::builtin)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 //! The user writes a [`Reconciler`] and nothing else.
 
 mod action;
+mod apply;
 mod controller;
 mod endpoint;
 mod mapper;
@@ -15,6 +16,7 @@ mod metrics;
 mod reconciler;
 
 pub use action::{Action, BoxError, ReconcileError};
+pub use apply::ApplyError;
 pub use controller::{Controller, ControllerError, DeadLetter};
 pub use endpoint::{EndpointError, Health};
 pub use mapper::controller_owner_key;

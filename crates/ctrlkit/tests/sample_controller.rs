@@ -13,7 +13,7 @@ use std::time::Duration;
 use ctrlkit::apiserver::{ApiServer, ApiServerConfig};
 use ctrlkit::cache::SharedInformerFactory;
 use ctrlkit::controller::Health;
-use ctrlkit::sample_controller::{self, Foo, FooSpec};
+use ctrlkit::sample_controller::{self, Foo, FooSpec, Writes};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -25,6 +25,34 @@ use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 const NAMESPACE: &str = "default";
+
+/// Each scenario runs with both ways of writing: `by_patch` and `by_apply`.
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use super::*;
+
+            #[tokio::test(start_paused = true)]
+            async fn by_patch() {
+                super::$name(Writes::Patch).await;
+            }
+
+            #[tokio::test(start_paused = true)]
+            async fn by_apply() {
+                super::$name(Writes::Apply).await;
+            }
+        }
+    )*};
+}
+
+scenarios!(
+    a_deployment_scaled_by_hand_is_scaled_back,
+    a_foo_gets_a_controlled_deployment_with_its_replicas_and_labels,
+    scaling_a_foo_scales_its_deployment_and_the_status_follows_the_deployment,
+    a_deployment_the_foo_does_not_control_is_left_alone,
+    deleting_a_foo_deletes_its_deployment,
+    an_empty_deployment_name_is_a_terminal_error
+);
 
 /// How long (virtual time) anything the controller must do may take.
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -39,7 +67,7 @@ struct Harness {
 }
 
 impl Harness {
-    async fn start() -> Self {
+    async fn start(writes: Writes) -> Self {
         let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
         let client = Client::new(server.service(), NAMESPACE);
         sample_controller::install_crd(client.clone(), DEADLINE)
@@ -52,6 +80,7 @@ impl Harness {
         let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
         let health = Health::default();
         let (controller, reconciler) = sample_controller::build(client.clone(), &factory, None);
+        let reconciler = reconciler.with_writes(writes);
         let controller = controller.workers(2).health(health.clone());
         let cancel = CancellationToken::new();
         factory.start(&cancel);
@@ -143,9 +172,8 @@ fn labels(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
     )
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_foo_gets_a_controlled_deployment_with_its_replicas_and_labels() {
-    let harness = Harness::start().await;
+async fn a_foo_gets_a_controlled_deployment_with_its_replicas_and_labels(writes: Writes) {
+    let harness = Harness::start(writes).await;
     let foo = harness.create_foo("alpha", "alpha-nginx", Some(2)).await;
 
     let deployment = harness.deployment_when("alpha-nginx", |_| true).await;
@@ -168,6 +196,15 @@ async fn a_foo_gets_a_controlled_deployment_with_its_replicas_and_labels() {
     assert_eq!(owner.controller, Some(true));
     assert_eq!(owner.block_owner_deletion, Some(true));
     assert!(sample_controller::is_controlled_by(&deployment, &foo));
+    if writes == Writes::Apply {
+        let entries = deployment.metadata.managed_fields.as_ref().unwrap();
+        let entry = &entries[0];
+        assert_eq!(
+            (entry.manager.as_deref(), entry.operation.as_deref()),
+            (Some(sample_controller::NAME), Some("Apply")),
+            "{entries:?}"
+        );
+    }
 
     // No Deployment controller runs here: the Foo reports zero available replicas, and is synced.
     let foos = harness.foos();
@@ -183,9 +220,8 @@ async fn a_foo_gets_a_controlled_deployment_with_its_replicas_and_labels() {
     harness.stop().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn scaling_a_foo_scales_its_deployment_and_the_status_follows_the_deployment() {
-    let harness = Harness::start().await;
+async fn scaling_a_foo_scales_its_deployment_and_the_status_follows_the_deployment(writes: Writes) {
+    let harness = Harness::start(writes).await;
     harness.create_foo("beta", "beta-nginx", Some(1)).await;
     harness
         .deployment_when("beta-nginx", |d| d.spec.replicas == Some(1))
@@ -218,9 +254,8 @@ async fn scaling_a_foo_scales_its_deployment_and_the_status_follows_the_deployme
     harness.stop().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_deployment_the_foo_does_not_control_is_left_alone() {
-    let harness = Harness::start().await;
+async fn a_deployment_the_foo_does_not_control_is_left_alone(writes: Writes) {
+    let harness = Harness::start(writes).await;
     // Someone else's Deployment (no owner at all: an orphan is not adopted either).
     let theirs = Deployment {
         metadata: ObjectMeta {
@@ -282,9 +317,8 @@ async fn a_deployment_the_foo_does_not_control_is_left_alone() {
     harness.stop().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn deleting_a_foo_deletes_its_deployment() {
-    let harness = Harness::start().await;
+async fn deleting_a_foo_deletes_its_deployment(writes: Writes) {
+    let harness = Harness::start(writes).await;
     harness.create_foo("delta", "delta-nginx", Some(1)).await;
     harness.create_foo("keep", "keep-nginx", Some(1)).await;
     harness.deployment_when("delta-nginx", |_| true).await;
@@ -312,9 +346,8 @@ async fn deleting_a_foo_deletes_its_deployment() {
     harness.stop().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_empty_deployment_name_is_a_terminal_error() {
-    let harness = Harness::start().await;
+async fn an_empty_deployment_name_is_a_terminal_error(writes: Writes) {
+    let harness = Harness::start(writes).await;
     harness.create_foo("epsilon", "", Some(1)).await;
 
     eventually("the terminal error", async || {
@@ -338,5 +371,29 @@ async fn an_empty_deployment_name_is_a_terminal_error() {
         .unwrap();
     assert!(deployments.items.is_empty());
     assert_eq!(harness.events("epsilon", "InvalidSpec").await.len(), 1);
+    harness.stop().await;
+}
+
+async fn a_deployment_scaled_by_hand_is_scaled_back(writes: Writes) {
+    let harness = Harness::start(writes).await;
+    harness.create_foo("delta", "delta-nginx", Some(2)).await;
+    harness
+        .deployment_when("delta-nginx", |d| d.spec.replicas == Some(2))
+        .await;
+    let by_hand = Patch::Merge(json!({"spec": {"replicas": 5}}));
+    let params = PatchParams {
+        field_manager: Some("kubectl-scale".into()),
+        ..PatchParams::default()
+    };
+    let scaled = harness
+        .deployments()
+        .patch("delta-nginx", &params, &by_hand)
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.replicas, Some(5));
+    // The change wakes the Foo's reconcile, which puts its replicas back.
+    harness
+        .deployment_when("delta-nginx", |d| d.spec.replicas == Some(2))
+        .await;
     harness.stop().await;
 }

@@ -262,7 +262,12 @@ pub(super) async fn create(
     let mut tries = 0;
     let created = loop {
         tries += 1;
-        let mut object = decoded.object.clone();
+        // Only a generated name can clash and be tried again.
+        let mut object = if generated && tries < GENERATE_NAME_TRIES {
+            decoded.object.clone()
+        } else {
+            std::mem::take(&mut decoded.object)
+        };
         if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             // Set here, as kube-apiserver's handler does, so the strategies can use them.
             metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));

@@ -36,15 +36,23 @@ pub(crate) fn has_finalizers(metadata: &Map<String, Value>) -> bool {
         .is_some_and(|finalizers| !finalizers.is_empty())
 }
 
-/// Everything of `object` but `metadata` and (when `without_status`) `status`: what a change of
-/// bumps `metadata.generation`.
-pub(crate) fn spec_of(object: &Value, without_status: bool) -> Map<String, Value> {
-    let mut rest = object.as_object().cloned().unwrap_or_default();
-    rest.remove("metadata");
-    if without_status {
-        rest.remove("status");
+/// Whether `a` and `b` agree on everything but `metadata` and (when `without_status`)
+/// `status`: what a change of bumps `metadata.generation`. Maps iterate in key order, so the
+/// two walks meet the same keys together.
+pub(crate) fn same_spec(a: &Value, b: &Value, without_status: bool) -> bool {
+    let ignored = |key: &str| key == "metadata" || (without_status && key == "status");
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let mut a = a.iter().filter(|(key, _)| !ignored(key));
+    let mut b = b.iter().filter(|(key, _)| !ignored(key));
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) if a == b => {}
+            _ => return false,
+        }
     }
-    rest
 }
 
 const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";

@@ -40,7 +40,7 @@ pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
 
 use self::data_dir::DataDir;
-use self::meta::{has_finalizers, mark_deleted, metadata_mut, name_causes, spec_of};
+use self::meta::{has_finalizers, mark_deleted, metadata_mut, name_causes, same_spec};
 use self::remaining_counts::{RemainingCounts, Snapshot};
 use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 
@@ -665,9 +665,7 @@ impl Store {
             "resourceVersion".into(),
             Value::String(old_version.to_string()),
         );
-        if kind.tracks_generation
-            && spec_of(&new, kind.status_subresource) != spec_of(&old, kind.status_subresource)
-        {
+        if kind.tracks_generation && !same_spec(&new, &old, kind.status_subresource) {
             let generation = old_metadata
                 .get("generation")
                 .and_then(Value::as_i64)

@@ -29,7 +29,7 @@ mod reconciler;
 pub use crd::{InstallError, foo_crd, install_crd, is_established};
 pub use deployment::{UnsavedFoo, is_controlled_by, new_deployment};
 pub use foo::{Foo, FooSpec, FooStatus};
-pub use reconciler::SampleController;
+pub use reconciler::{SampleController, Writes};
 
 use ctrlkit_cache::{Lister, SharedInformerFactory};
 use ctrlkit_controller::Controller;
@@ -44,7 +44,8 @@ pub const NAME: &str = "sample-controller";
 /// namespaces if `None`) that also reconciles a Foo whenever a Deployment it controls changes,
 /// and its reconciler. The informers come from `factory`: start it after this call. The caller
 /// may still set `.workers(n)`, `.leader_election(lock, config)`, `.health(health)` and the
-/// rest on the controller.
+/// rest on the controller. The reconciler writes as client-go's sample-controller does;
+/// [`SampleController::with_writes`] makes it apply instead.
 pub fn build(
     client: Client,
     factory: &SharedInformerFactory,
@@ -62,6 +63,7 @@ pub fn build(
         client,
         foos: Lister::new(foos.get_indexer()),
         deployments: Lister::new(deployments.get_indexer()),
+        writes: Writes::default(),
     };
     (Controller::new(NAME, foos).owns(deployments), reconciler)
 }

@@ -1,4 +1,6 @@
-//! The reconciler: keep each Foo's Deployment as the Foo asks, and report how it is doing.
+//! The reconciler: keep each Foo's Deployment as the Foo asks, and report how it is doing,
+//! writing either as client-go's sample-controller does (create, then patch what differs) or
+//! by server-side apply (state the whole Deployment and status; the server merges).
 
 use std::sync::Arc;
 
@@ -22,10 +24,31 @@ pub struct SampleController {
     pub(super) foos: Lister<Foo>,
     pub(super) deployments: Lister<Deployment>,
     pub(super) events: EventRecorder,
+    pub(super) writes: Writes,
+}
+
+/// How the sample-controller writes the Deployment and the Foo's status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Writes {
+    /// As client-go's sample-controller: create the Deployment if missing, merge-patch its
+    /// replicas when they differ, merge-patch the Foo's status when it differs.
+    #[default]
+    Patch,
+    /// Server-side apply, under the controller's name as field manager: apply the whole
+    /// Deployment the Foo asks for, and the status it reports. The server creates, merges and
+    /// skips writes that change nothing.
+    Apply,
+}
+
+impl SampleController {
+    /// The same controller, writing as `writes` says.
+    pub fn with_writes(self, writes: Writes) -> Self {
+        Self { writes, ..self }
+    }
 }
 
 impl Reconciler for SampleController {
-    async fn reconcile(&self, key: &str, _: &Context) -> Result<Action, ReconcileError> {
+    async fn reconcile(&self, key: &str, ctx: &Context) -> Result<Action, ReconcileError> {
         let (namespace, name) = split_meta_namespace_key(key)?;
         let namespace = namespace.unwrap_or_default();
         let Some(foo) = self.foos.get(Some(namespace), name) else {
@@ -38,24 +61,11 @@ impl Reconciler for SampleController {
             return Err(ReconcileError::terminal(format!("Foo {key}: {message}")));
         }
         let deployments = Api::<Deployment>::namespaced(self.client.clone(), namespace);
-        let mut deployment = match self.deployments.get(Some(namespace), wanted) {
-            Some(deployment) => deployment,
-            None => Arc::new(
-                deployments
-                    .create(&Default::default(), &new_deployment(&foo)?)
-                    .await?,
-            ),
+        let foos = Api::<Foo>::namespaced(self.client.clone(), namespace);
+        let deployment = match self.writes {
+            Writes::Patch => self.patch_deployment(&deployments, &foo).await?,
+            Writes::Apply => self.apply_deployment(&deployments, &foo, ctx).await?,
         };
-        if !is_controlled_by(&deployment, &foo) {
-            let message = format!("Deployment {wanted} exists and is not controlled by this Foo");
-            self.events.warn(&foo, "ErrResourceExists", &message).await;
-            return Err(ReconcileError::retry(message));
-        }
-        let params = PatchParams::default();
-        if foo.spec.replicas.is_some() && foo.spec.replicas != deployment.spec.replicas {
-            let patch = Patch::Merge(json!({"spec": {"replicas": foo.spec.replicas}}));
-            deployment = Arc::new(deployments.patch(wanted, &params, &patch).await?);
-        }
         let available = deployment
             .status
             .as_ref()
@@ -64,12 +74,79 @@ impl Reconciler for SampleController {
             available_replicas: available.unwrap_or(0),
         };
         if foo.status.as_ref() != Some(&status) {
-            let patch = Patch::Merge(json!({ "status": status }));
-            let foos = Api::<Foo>::namespaced(self.client.clone(), namespace);
-            foos.patch_status(name, &params, &patch).await?;
+            match self.writes {
+                Writes::Patch => {
+                    let patch = Patch::Merge(json!({ "status": status }));
+                    foos.patch_status(name, &PatchParams::default(), &patch)
+                        .await?;
+                }
+                Writes::Apply => {
+                    ctx.apply_status(&foos, name, &status).await?;
+                }
+            }
         }
         let message = "its Deployment is as the spec asks";
         self.events.normal(&foo, "Synced", message).await;
         Ok(Action::done())
+    }
+}
+
+impl SampleController {
+    /// The Foo's Deployment, created if missing and its replicas patched if they differ.
+    async fn patch_deployment(
+        &self,
+        deployments: &Api<Deployment>,
+        foo: &Foo,
+    ) -> Result<Arc<Deployment>, ReconcileError> {
+        let namespace = foo.metadata.namespace.as_deref();
+        let wanted = &foo.spec.deployment_name;
+        let mut deployment = match self.deployments.get(namespace, wanted) {
+            Some(deployment) => deployment,
+            None => Arc::new(
+                deployments
+                    .create(&Default::default(), &new_deployment(foo)?)
+                    .await?,
+            ),
+        };
+        self.check_controlled(&deployment, foo).await?;
+        if foo.spec.replicas.is_some() && foo.spec.replicas != deployment.spec.replicas {
+            let patch = Patch::Merge(json!({"spec": {"replicas": foo.spec.replicas}}));
+            let params = PatchParams::default();
+            deployment = Arc::new(deployments.patch(wanted, &params, &patch).await?);
+        }
+        Ok(deployment)
+    }
+
+    /// The Foo's Deployment as applied: the whole Deployment the Foo asks for. One the Foo
+    /// does not control is left alone (as far as the cache knows: a forced apply would take
+    /// its fields).
+    async fn apply_deployment(
+        &self,
+        deployments: &Api<Deployment>,
+        foo: &Foo,
+        ctx: &Context,
+    ) -> Result<Arc<Deployment>, ReconcileError> {
+        let namespace = foo.metadata.namespace.as_deref();
+        if let Some(existing) = self.deployments.get(namespace, &foo.spec.deployment_name) {
+            self.check_controlled(&existing, foo).await?;
+        }
+        let applied = ctx.apply(deployments, &new_deployment(foo)?).await?;
+        self.check_controlled(&applied, foo).await?;
+        Ok(Arc::new(applied))
+    }
+
+    /// An error (and a warning event) unless `deployment` is controlled by `foo`.
+    async fn check_controlled(
+        &self,
+        deployment: &Deployment,
+        foo: &Foo,
+    ) -> Result<(), ReconcileError> {
+        if is_controlled_by(deployment, foo) {
+            return Ok(());
+        }
+        let wanted = &foo.spec.deployment_name;
+        let message = format!("Deployment {wanted} exists and is not controlled by this Foo");
+        self.events.warn(foo, "ErrResourceExists", &message).await;
+        Err(ReconcileError::retry(message))
     }
 }

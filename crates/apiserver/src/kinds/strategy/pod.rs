@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Context, map_at};
-use crate::resource::builtin_resources;
+use crate::resource::builtin_resource;
 use crate::rest::status::ApiError;
 use crate::storage::StoreError;
 
@@ -32,9 +32,7 @@ pub(super) fn prepare_for_create(
         .to_string();
     spec.insert("serviceAccountName".into(), json!(account));
     spec.insert("serviceAccount".into(), json!(account));
-    let accounts = builtin_resources()
-        .into_iter()
-        .find(|kind| kind.group.is_empty() && kind.plural == "serviceaccounts");
+    let accounts = builtin_resource("", "serviceaccounts");
     let found = match accounts {
         Some(accounts) => match context.store.get(&accounts, namespace, &account) {
             Ok(found) => Some(found),

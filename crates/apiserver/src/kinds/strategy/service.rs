@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
 use super::{Context, map_at};
-use crate::resource::builtin_resources;
+use crate::resource::builtin_resource;
 use crate::rest::status::ApiError;
 use crate::storage::Cause;
 
@@ -148,10 +148,7 @@ fn keep_allocated(service: &mut Value, old: &Value) {
 fn used(context: &Context<'_>) -> (HashSet<Ipv4Addr>, HashSet<u16>) {
     let mut ips = HashSet::new();
     let mut ports = HashSet::new();
-    let Some(services) = builtin_resources()
-        .into_iter()
-        .find(|kind| kind.group.is_empty() && kind.plural == "services")
-    else {
+    let Some(services) = builtin_resource("", "services") else {
         return (ips, ports);
     };
     let (stored, _) = context.store.list(&services, None);
