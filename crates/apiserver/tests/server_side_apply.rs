@@ -414,3 +414,26 @@ async fn custom_resources_merge_by_their_schema_and_status_applies_through_its_s
     );
     assert_eq!(missing.code, 404);
 }
+
+#[tokio::test]
+async fn an_applier_that_stops_applying_all_it_owned_leaves_the_object_whole() {
+    let (_server, client) = server().await;
+    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let params = PatchParams::apply("tool");
+    let labelled = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "labels": {"team": "a"}},
+    });
+    maps.patch("settings", &params, &Patch::Apply(labelled))
+        .await
+        .unwrap();
+    // Only the name is left: the label goes, the object (and its name) stays.
+    let bare = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}});
+    let applied = maps
+        .patch("settings", &params, &Patch::Apply(bare))
+        .await
+        .unwrap();
+    assert_eq!(applied.metadata.name.as_deref(), Some("settings"));
+    assert_eq!(applied.metadata.labels, None);
+    assert_eq!(applied.metadata.namespace.as_deref(), Some("default"));
+}

@@ -159,9 +159,11 @@ pub fn apply(
         stripped,
     } = scope;
     let merged = typed::merge(Some(live), Some(config), ty)?.unwrap_or(Value::Null);
-    let set = typed::to_field_set(config, ty)?
-        .recursive_difference(ignored)
-        .difference(stripped);
+    // The applier owns what it states; the identity fields it states are not recorded, but
+    // they count as its own while pruning (as structured-merge-diff sees them, before kube
+    // strips them), so a dropped field never takes the object's name with it.
+    let stated = typed::to_field_set(config, ty)?.recursive_difference(ignored);
+    let set = stated.difference(stripped);
     // What it applied before: only an apply that drops some of it can leave fields to remove.
     // Applied again unchanged (the usual case), its fields are the same JSON as before.
     let last = managers.remove(manager);
@@ -193,7 +195,7 @@ pub fn apply(
         },
     );
     let pruned = if drops {
-        prune(merged, &managers, last.as_ref(), ty)?
+        prune(merged, &managers, &stated, last.as_ref(), ty)?
     } else {
         merged
     };
@@ -202,11 +204,13 @@ pub fn apply(
     Ok(Applied { object, managers })
 }
 
-/// Removes from `merged` what the applier (whose last apply is `last`) applied last time and no longer applies, unless another
-/// manager owns it (or it is not from the last apply at all).
+/// Removes from `merged` what the applier (whose last apply is `last`, and which now states
+/// `stated`) applied last time and no longer applies, unless another manager owns it (or it
+/// is not from the last apply at all).
 fn prune(
     merged: Value,
     managers: &Managers,
+    stated: &Set,
     last: Option<&Owned>,
     ty: &Type,
 ) -> Result<Value, UpdateError> {
@@ -217,7 +221,7 @@ fn prune(
     let last_set = typed::with_named_fields(&last.set.to_set(), ty);
     let pruned = typed::remove(&merged, &last_set, ty)?.unwrap_or(Value::Null);
     // Add back what any manager (the applier included) owns.
-    let owned = managers.values().fold(Set::new(), |mut all, owned| {
+    let owned = managers.values().fold(stated.clone(), |mut all, owned| {
         all.absorb(owned.set.to_set().into_owned());
         all
     });
