@@ -42,17 +42,18 @@ impl PathElement {
             Self::Field(name) => format!("f:{name}"),
             Self::Key(fields) => {
                 // The key fields are sorted by name, as JSON objects are written here.
-                let mut text = String::from("k:{");
+                let mut text = b"k:{".to_vec();
                 for (index, (name, value)) in fields.iter().enumerate() {
                     if index > 0 {
-                        text.push(',');
+                        text.push(b',');
                     }
-                    text.push_str(&serde_json::to_string(&**name).unwrap_or_default());
-                    text.push(':');
-                    text.push_str(&serde_json::to_string(value).unwrap_or_default());
+                    // Writing JSON to a Vec cannot fail, and leaves it UTF-8.
+                    let _ = serde_json::to_writer(&mut text, &**name);
+                    text.push(b':');
+                    let _ = serde_json::to_writer(&mut text, value);
                 }
-                text.push('}');
-                text
+                text.push(b'}');
+                String::from_utf8(text).unwrap_or_default()
             }
             Self::Value(value) => format!("v:{}", serde_json::to_string(value).unwrap_or_default()),
             Self::Index(index) => format!("i:{index}"),

@@ -37,7 +37,7 @@ impl std::error::Error for ValidationErrors {}
 /// Checks `value` against `ty`.
 pub fn validate(value: &Value, ty: &Type) -> Result<(), ValidationErrors> {
     let mut errors = Vec::new();
-    walk(value, ty, &mut String::new(), &mut errors);
+    walk(value, ty, &mut Vec::new(), &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -45,14 +45,30 @@ pub fn validate(value: &Value, ty: &Type) -> Result<(), ValidationErrors> {
     }
 }
 
-fn report(errors: &mut Vec<TypeError>, path: &str, message: String) {
+/// One step of the path to a value, written out only when it has an error.
+enum Segment<'a> {
+    Field(&'a str),
+    Item(PathElement),
+}
+
+fn report(errors: &mut Vec<TypeError>, path: &[Segment<'_>], message: String) {
+    let mut text = String::new();
+    for segment in path {
+        match segment {
+            Segment::Field(name) => {
+                text.push('.');
+                text.push_str(name);
+            }
+            Segment::Item(step) => text.push_str(&step.to_string()),
+        }
+    }
     errors.push(TypeError {
-        path: path.to_string(),
+        path: text,
         message,
     });
 }
 
-fn walk(value: &Value, ty: &Type, path: &mut String, errors: &mut Vec<TypeError>) {
+fn walk<'a>(value: &'a Value, ty: &Type, path: &mut Vec<Segment<'a>>, errors: &mut Vec<TypeError>) {
     if value.is_null() {
         return;
     }
@@ -73,18 +89,16 @@ fn walk(value: &Value, ty: &Type, path: &mut String, errors: &mut Vec<TypeError>
                 return;
             };
             for (name, child) in fields {
-                let length = path.len();
-                path.push('.');
-                path.push_str(name);
+                path.push(Segment::Field(name));
                 match ty.allowed_field(name) {
                     Some((child_type, _)) => walk(child, &child_type, path, errors),
                     None => {
                         report(errors, path, "field not declared in schema".to_string());
-                        path.truncate(length);
+                        path.pop();
                         return;
                     }
                 }
-                path.truncate(length);
+                path.pop();
             }
         }
         Expected::List => {
@@ -116,10 +130,9 @@ fn walk(value: &Value, ty: &Type, path: &mut String, errors: &mut Vec<TypeError>
                 if associative.is_some() && !seen.insert(step.clone()) {
                     report(errors, path, format!("duplicate entries for key {step}"));
                 }
-                let length = path.len();
-                path.push_str(&step.to_string());
+                path.push(Segment::Item(step));
                 walk(item, &item_type, path, errors);
-                path.truncate(length);
+                path.pop();
             }
         }
     }

@@ -73,6 +73,10 @@ pub(super) fn apply(
         }
         place(kind, item, &mut object)?;
         warnings = duplicate_warnings(&duplicates, options.field_validation)?;
+        if current == Some(&object) {
+            // Nothing changed: the stored object was decoded and defaulted when written.
+            return Ok(object);
+        }
         let decoded = decode_object(
             kind,
             ParsedBody {

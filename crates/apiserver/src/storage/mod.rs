@@ -643,7 +643,8 @@ impl Store {
             }
             object
         };
-        let old_metadata = old["metadata"].as_object().cloned().unwrap_or_default();
+        let no_metadata = Map::new();
+        let old_metadata = old["metadata"].as_object().unwrap_or(&no_metadata);
         let metadata = metadata_mut(&mut new)?;
         for field in [
             "uid",
