@@ -363,3 +363,166 @@ async fn a_broken_body_is_a_bad_request_not_too_large() {
         .await
         .unwrap();
 }
+
+/// A request with one malformed option or content type.
+struct Malformed {
+    method: &'static str,
+    path: &'static str,
+    content_type: &'static str,
+    accept: &'static str,
+    body: &'static [u8],
+    code: u16,
+    reason: &'static str,
+    message: &'static str,
+}
+
+#[tokio::test]
+async fn malformed_options_and_content_types_change_nothing() {
+    let (server, client) = server().await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    client
+        .request_text(post(
+            configmaps,
+            r#"{"metadata":{"name":"kept"},"data":{"k":"v"}}"#,
+        ))
+        .await
+        .unwrap();
+    let version = server.store().resource_version();
+    let item = "/api/v1/namespaces/default/configmaps/kept";
+    let json = "application/json";
+    let merge = "application/merge-patch+json";
+    let apply = "application/apply-patch+yaml";
+    let replace = br#"{"metadata":{"name":"kept"},"data":{"k":"changed"}}"#;
+    let cases = [
+        Malformed {
+            method: "PUT",
+            path: "/api/v1/namespaces/default/configmaps/kept?dryRun=Bogus",
+            content_type: json,
+            accept: json,
+            body: replace,
+            code: 422,
+            reason: "Invalid",
+            message: "dryRun: Unsupported value: [\"Bogus\"]",
+        },
+        Malformed {
+            method: "PATCH",
+            path: "/api/v1/namespaces/default/configmaps/kept?fieldValidation=Bogus",
+            content_type: merge,
+            accept: json,
+            body: br#"{"data":{"k":"changed"}}"#,
+            code: 422,
+            reason: "Invalid",
+            message: "fieldValidation: Unsupported value: \"Bogus\"",
+        },
+        Malformed {
+            method: "PATCH",
+            path: "/api/v1/namespaces/default/configmaps/kept?force=true",
+            content_type: merge,
+            accept: json,
+            body: br#"{"data":{"k":"changed"}}"#,
+            code: 422,
+            reason: "Invalid",
+            message: "force: Forbidden",
+        },
+        Malformed {
+            method: "PATCH",
+            path: "/api/v1/namespaces/default/configmaps/kept",
+            content_type: apply,
+            accept: json,
+            body: br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept"},"data":{"k":"changed"}}"#,
+            code: 422,
+            reason: "Invalid",
+            message: "fieldManager: Required value",
+        },
+        Malformed {
+            method: "PATCH",
+            path: "/api/v1/namespaces/default/configmaps/kept?fieldManager=x",
+            content_type: apply,
+            accept: json,
+            body: b"data: [unclosed",
+            code: 400,
+            reason: "BadRequest",
+            message: "error decoding YAML",
+        },
+        Malformed {
+            method: "PATCH",
+            path: "/api/v1/namespaces/default/configmaps/kept?fieldManager=x",
+            content_type: apply,
+            accept: json,
+            body: br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept"},"data":{"k":7}}"#,
+            code: 500,
+            reason: "",
+            message: "failed to create typed patch object",
+        },
+        Malformed {
+            method: "PUT",
+            path: "/api/v1/namespaces/default/configmaps/kept",
+            content_type: "application/vnd.kubernetes.protobuf",
+            accept: json,
+            body: b"k8s\x00\x0a\xff\xff\xff\xff\x0f",
+            code: 400,
+            reason: "BadRequest",
+            message: "",
+        },
+        Malformed {
+            method: "PUT",
+            path: "/api/v1/namespaces/default/configmaps/kept",
+            content_type: "text/plain",
+            accept: json,
+            body: replace,
+            code: 415,
+            reason: "UnsupportedMediaType",
+            message: "the body of the request was in an unknown format",
+        },
+        Malformed {
+            method: "GET",
+            path: item,
+            content_type: json,
+            accept: "application/json;as=Table;v=v9;g=meta.k8s.io",
+            body: b"",
+            code: 406,
+            reason: "NotAcceptable",
+            message: "",
+        },
+        Malformed {
+            method: "PUT",
+            path: "/api/v1/namespaces/default/configmaps/kept?fieldValidation=Strict",
+            content_type: json,
+            accept: json,
+            body: br#"{"metadata":{"name":"kept"},"data":{"k":"changed"},"extra":1}"#,
+            code: 400,
+            reason: "BadRequest",
+            message: "strict decoding error: unknown field \"extra\"",
+        },
+    ];
+    for case in &cases {
+        let request = http::Request::builder()
+            .method(case.method)
+            .uri(case.path)
+            .header("content-type", case.content_type)
+            .header("accept", case.accept)
+            .body(case.body.to_vec())
+            .unwrap();
+        let status = refusal(&client, request).await;
+        let what = format!("{} {} ({})", case.method, case.path, case.content_type);
+        assert_eq!(status.code, case.code, "{what}: {status:?}");
+        assert_eq!(status.reason, case.reason, "{what}: {status:?}");
+        assert!(
+            status.message.contains(case.message),
+            "{what}: {:?} does not say {:?}",
+            status.message,
+            case.message
+        );
+    }
+    assert_eq!(
+        server.store().resource_version(),
+        version,
+        "nothing was written"
+    );
+    let kept = client
+        .request_text(http::Request::get(item).body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    let kept: serde_json::Value = serde_json::from_str(&kept).unwrap();
+    assert_eq!(kept["data"]["k"], "v");
+}

@@ -374,6 +374,221 @@ async fn server_side_apply(version: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// kubectl's generators (`create namespace|configmap|deployment|secret|job`, which 1.32+ send
+/// as protobuf), `--dry-run=server` on create, apply and delete (nothing changes), `scale`,
+/// `get` with the server's columns, `get all`, and `explain` from the served OpenAPI.
+async fn generators_dry_run_and_printing(version: &str) {
+    let (server, dir, kubectl) = session(version).await;
+    let kinds = builtin_resources();
+    let kind = |plural: &str| kinds.iter().find(|k| k.plural == plural).unwrap();
+    let ns = "gen";
+    for (args, said) in [
+        (&["create", "namespace", ns][..], "namespace/gen created"),
+        (
+            &[
+                "create",
+                "configmap",
+                "settings",
+                "-n",
+                ns,
+                "--from-literal=mode=fast",
+            ],
+            "configmap/settings created",
+        ),
+        (
+            &[
+                "create",
+                "deployment",
+                "web",
+                "-n",
+                ns,
+                "--image=nginx",
+                "--replicas=2",
+            ],
+            "deployment.apps/web created",
+        ),
+        (
+            &[
+                "create",
+                "secret",
+                "generic",
+                "token",
+                "-n",
+                ns,
+                "--from-literal=key=s3cr3t",
+            ],
+            "secret/token created",
+        ),
+        (
+            &[
+                "create",
+                "job",
+                "once",
+                "-n",
+                ns,
+                "--image=busybox",
+                "--",
+                "echo",
+                "hi",
+            ],
+            "job.batch/once created",
+        ),
+    ] {
+        let output = kubectl.run(args).await;
+        assert!(output.contains(said), "{args:?}: {output}");
+    }
+    let store = server.store();
+    assert_eq!(
+        store.get(kind("configmaps"), ns, "settings").unwrap()["data"]["mode"],
+        "fast"
+    );
+    let secret = store.get(kind("secrets"), ns, "token").unwrap();
+    assert_eq!(secret["data"]["key"], "czNjcjN0", "stored base64, as sent");
+    let deployment = store.get(kind("deployments"), ns, "web").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx"
+    );
+    let job = store.get(kind("jobs"), ns, "once").unwrap();
+    assert_eq!(
+        job["spec"]["template"]["spec"]["containers"][0]["command"],
+        serde_json::json!(["echo", "hi"])
+    );
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+
+    // --dry-run=server: kubectl reports the write, the store does not change.
+    let version_before = |name: &str, plural: &str| {
+        store.get(kind(plural), ns, name).unwrap()["metadata"]["resourceVersion"].clone()
+    };
+    let settings_version = version_before("settings", "configmaps");
+    let output = kubectl
+        .run(&[
+            "create",
+            "configmap",
+            "draft",
+            "-n",
+            ns,
+            "--from-literal=a=b",
+            "--dry-run=server",
+        ])
+        .await;
+    assert!(
+        output.contains("configmap/draft created (server dry run)"),
+        "{output}"
+    );
+    assert!(store.get(kind("configmaps"), ns, "draft").is_err());
+    let changed = write(
+        &dir,
+        "settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: gen\ndata:\n  mode: slow\n",
+    );
+    let changed = changed.to_str().unwrap();
+    let output = kubectl
+        .run(&["apply", "-f", changed, "--dry-run=server"])
+        .await;
+    assert!(
+        output.contains("configmap/settings configured (server dry run)"),
+        "{output}"
+    );
+    let output = kubectl
+        .run(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            changed,
+            "--dry-run=server",
+        ])
+        .await;
+    assert!(
+        output.contains("serverside-applied (server dry run)"),
+        "{output}"
+    );
+    let output = kubectl
+        .run(&["delete", "namespace", ns, "--dry-run=server"])
+        .await;
+    assert!(
+        output.contains("namespace \"gen\" deleted (server dry run)"),
+        "{output}"
+    );
+    let output = kubectl
+        .run(&[
+            "delete",
+            "configmap",
+            "settings",
+            "-n",
+            ns,
+            "--dry-run=server",
+        ])
+        .await;
+    assert!(output.contains("deleted (server dry run)"), "{output}");
+    let settings = store.get(kind("configmaps"), ns, "settings").unwrap();
+    assert_eq!(settings["data"]["mode"], "fast");
+    assert_eq!(settings["metadata"]["resourceVersion"], settings_version);
+    let namespace = store.get(kind("namespaces"), "", ns).unwrap();
+    assert_eq!(namespace["status"]["phase"], "Active");
+    assert!(namespace["metadata"].get("deletionTimestamp").is_none());
+
+    let output = kubectl
+        .run(&["scale", "deployment", "web", "-n", ns, "--replicas=3"])
+        .await;
+    assert!(output.contains("deployment.apps/web scaled"), "{output}");
+    assert_eq!(
+        store.get(kind("deployments"), ns, "web").unwrap()["spec"]["replicas"],
+        3
+    );
+
+    // The server's Table: the Deployment's own columns, the wide ones with -o wide.
+    let table = kubectl.run(&["get", "deployments", "-n", ns]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{table}"
+    );
+    assert!(table.lines().nth(1).unwrap().starts_with("web "), "{table}");
+    let wide = kubectl
+        .run(&["get", "deployment", "web", "-n", ns, "-o", "wide"])
+        .await;
+    let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header[5..], ["CONTAINERS", "IMAGES", "SELECTOR"], "{wide}");
+    assert!(wide.contains("app=web"), "{wide}");
+    let jobs = kubectl.run(&["get", "jobs", "-n", ns]).await;
+    assert!(
+        jobs.lines().next().unwrap().contains("COMPLETIONS"),
+        "{jobs}"
+    );
+
+    // `get all`: the kinds of the category `all`, each with its columns.
+    let all = kubectl.run(&["get", "all", "-n", ns]).await;
+    assert!(all.contains("deployment.apps/web"), "{all}");
+    assert!(all.contains("job.batch/once"), "{all}");
+    assert!(
+        !all.contains("configmap"),
+        "configmaps are not in `all`: {all}"
+    );
+
+    let explained = kubectl.run(&["explain", "pod.spec.restartPolicy"]).await;
+    assert!(explained.contains("restartPolicy"), "{explained}");
+    assert!(explained.contains("<string>"), "{explained}");
+    let explained = kubectl.run(&["explain", "deployment.spec"]).await;
+    assert!(explained.contains("replicas"), "{explained}");
+    assert!(explained.contains("template"), "{explained}");
+
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generators_dry_run_and_printing_1_27() {
+    generators_dry_run_and_printing("1.27").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generators_dry_run_and_printing_1_33() {
+    generators_dry_run_and_printing("1.33").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_apply_1_27() {
     server_side_apply("1.27").await;
