@@ -892,3 +892,30 @@ async fn strategic_merge_patch_merges_containers_and_custom_resources_refuse_it(
         .unwrap();
     assert_eq!(merged.data["spec"]["a"], 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_created_at_once_get_distinct_addresses_and_node_ports() {
+    let (_server, client) = server().await;
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client, "default");
+    let creates = (0..24).map(|i| {
+        let services = services.clone();
+        tokio::spawn(async move {
+            let service = serde_json::from_value(json!({
+                "metadata": {"name": format!("svc-{i}")},
+                "spec": {"type": "NodePort", "ports": [{"port": 80}]},
+            }))
+            .unwrap();
+            services
+                .create(&PostParams::default(), &service)
+                .await
+                .unwrap()
+        })
+    });
+    let mut addresses = std::collections::BTreeSet::new();
+    let mut node_ports = std::collections::BTreeSet::new();
+    for create in creates.collect::<Vec<_>>() {
+        let spec = create.await.unwrap().spec.unwrap();
+        assert!(addresses.insert(spec.cluster_ip.unwrap()));
+        assert!(node_ports.insert(spec.ports.unwrap()[0].node_port.unwrap()));
+    }
+}

@@ -9,7 +9,7 @@
 use std::any::TypeId;
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
 use k8s_openapi::{NamespaceResourceScope, Resource};
@@ -38,6 +38,7 @@ pub struct BuiltinType {
     decode: fn(&Value) -> Result<Decoded, TypeError>,
     schema: fn(&mut SchemaGenerator) -> Schema,
     schema_name: fn() -> Cow<'static, str>,
+    empty_status: OnceLock<Value>,
 }
 
 impl BuiltinType {
@@ -55,6 +56,7 @@ impl BuiltinType {
             decode,
             schema: |generator| generator.subschema_for::<T>(),
             schema_name: T::schema_name,
+            empty_status: OnceLock::new(),
         }
     }
 
@@ -62,6 +64,18 @@ impl BuiltinType {
     /// type does not declare is reported and dropped.
     pub fn decode(&self, object: &Value) -> Result<Decoded, TypeError> {
         (self.decode)(object)
+    }
+
+    /// The status of a new object, as Go writes an empty status struct: with the fields its
+    /// type always has (a ReplicationController's `replicas: 0`). Decoded once.
+    pub fn empty_status(&self) -> &Value {
+        self.empty_status.get_or_init(|| {
+            let empty = serde_json::json!({"metadata": {}, "status": {}});
+            self.decode(&empty)
+                .ok()
+                .and_then(|decoded| decoded.object.get("status").cloned())
+                .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
+        })
     }
 
     /// Its type's schema in `generator` (a `$ref` to its definition).

@@ -12,6 +12,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::request::body::json_kind;
+
 /// An object after its round trip through its type.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decoded {
@@ -69,7 +71,10 @@ where
                 Err(error) => error.to_string(),
             };
             let path = segments(&track.path());
-            let found = json_kind(lookup(object, &path));
+            // Go names no kind for a missing or null value.
+            let found = lookup(object, &path)
+                .filter(|value| !value.is_null())
+                .map_or("", json_kind);
             return Err(TypeError {
                 path,
                 found,
@@ -149,18 +154,6 @@ fn lookup<'a>(object: &'a Value, path: &[PathSegment]) -> Option<&'a Value> {
             PathSegment::Field(name) => value.get(name),
             PathSegment::Index(index) => value.get(index),
         })
-}
-
-/// How Go's JSON decoder names the JSON found in a type error.
-fn json_kind(value: Option<&Value>) -> &'static str {
-    match value {
-        Some(Value::String(_)) => "string",
-        Some(Value::Number(_)) => "number",
-        Some(Value::Bool(_)) => "bool",
-        Some(Value::Array(_)) => "array",
-        Some(Value::Object(_)) => "object",
-        Some(Value::Null) | None => "",
-    }
 }
 
 #[cfg(test)]

@@ -191,6 +191,19 @@ impl<'de> de::Deserialize<'de> for KeyText {
     }
 }
 
+/// The kind of a JSON value as Go's decoder names it in its errors: `string`, `number`,
+/// `bool`, `array`, `object` or `null`.
+pub(crate) fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

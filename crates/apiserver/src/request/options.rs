@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::request::body::json_kind;
 use crate::rest::Query;
 use crate::rest::status::ApiError;
 use crate::storage::Cause;
@@ -180,17 +181,6 @@ fn parse_bool(value: &str) -> Result<bool, ApiError> {
         other => Err(ApiError::bad_request(format!(
             "strconv.ParseBool: parsing {other:?}: invalid syntax"
         ))),
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "bool",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-        Value::Null => "null",
     }
 }
 

@@ -12,7 +12,7 @@ use super::write::{Item, Write, guaranteed_update, written};
 use crate::apply::field_manager::conflict_report;
 use crate::apply::schema::Type;
 use crate::apply::{ApplyError, FieldManager};
-use crate::request::body::{ParsedBody, parse_json, parse_yaml};
+use crate::request::body::{ParsedBody, json_kind, parse_json, parse_yaml};
 use crate::request::decode::{Origin, decode_object};
 use crate::request::encode::Encoding;
 use crate::request::options::{FieldValidation, WriteOptions};
@@ -44,7 +44,7 @@ pub(super) fn apply(
     if !parsed.value.is_object() {
         return Err(ApiError::bad_request(format!(
             "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-            json_type(&parsed.value)
+            json_kind(&parsed.value)
         )));
     }
     let config = parsed.value;
@@ -201,15 +201,5 @@ fn duplicate_warnings(
         ))),
         FieldValidation::Warn => Ok(lines),
         FieldValidation::Ignore => Ok(Vec::new()),
-    }
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Array(_) => "array",
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "bool",
-        _ => "null",
     }
 }

@@ -13,7 +13,7 @@ use crate::apply::FieldManager;
 use crate::apply::schema::Type;
 use crate::kinds::strategy::{self, Context};
 use crate::patch::{json_patch, merge_patch};
-use crate::request::body::{ParsedBody, parse_json, parse_yaml};
+use crate::request::body::{ParsedBody, json_kind, parse_json, parse_yaml};
 use crate::request::decode::{DecodedObject, Origin, decode_object};
 use crate::request::encode::{Encoding, protobuf_capable};
 use crate::request::options::{Verb, WriteOptions};
@@ -173,17 +173,6 @@ fn check_identity(
     Ok(())
 }
 
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "bool",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-        Value::Null => "null",
-    }
-}
-
 /// Reads, checks and decodes the object body of a create or update.
 async fn object_body(
     app: &App,
@@ -280,14 +269,14 @@ pub(super) async fn create(
                 metadata.insert("name".into(), json!(name));
             }
         }
-        strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
-        let stored = app.services.serialized(|| {
-            if options.dry_run {
+        let stored = app.services.serialized(kind, || {
+            strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
+            Ok(if options.dry_run {
                 app.store.create_dry_run(kind, namespace, object)
             } else {
                 app.store.create(kind, namespace, object)
-            }
-        });
+            })
+        })?;
         match stored {
             Err(StoreError::AlreadyExists { .. }) if generated && tries < GENERATE_NAME_TRIES => {}
             other => break other.map_err(|error| ApiError::from_store(&error, Some(kind)))?,
@@ -419,7 +408,9 @@ pub(super) fn guaranteed_update(
     } = write.item;
     let context = strategy_context(app);
     let dry_run = write.options.dry_run;
-    let field_manager = FieldManager::new(kind, Type::of_resource(kind), subresource);
+    // An apply records its managers itself (in `make`).
+    let field_manager =
+        (!write.apply).then(|| FieldManager::new(kind, Type::of_resource(kind), subresource));
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -431,7 +422,7 @@ pub(super) fn guaranteed_update(
         };
         let old_value = old.as_deref().map(StoredObject::value);
         let mut object = make(old_value)?;
-        if !write.apply {
+        if let Some(field_manager) = &field_manager {
             field_manager.update(old_value, &mut object, write.manager);
         }
         let result = match &old {
@@ -441,17 +432,17 @@ pub(super) fn guaranteed_update(
                     object["metadata"]["resourceVersion"] =
                         old["metadata"]["resourceVersion"].clone();
                 }
-                if !status_only {
-                    strategy::prepare_for_update(kind, &mut object, old, &context)?;
-                }
-                app.services.serialized(|| {
-                    if dry_run {
+                app.services.serialized(kind, || {
+                    if !status_only {
+                        strategy::prepare_for_update(kind, &mut object, old, &context)?;
+                    }
+                    Ok(if dry_run {
                         app.store
                             .update_dry_run(kind, namespace, name, object, status_only)
                     } else {
                         app.store.update(kind, namespace, name, object, status_only)
-                    }
-                })
+                    })
+                })?
             }
             None => {
                 if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -459,15 +450,15 @@ pub(super) fn guaranteed_update(
                     metadata.remove("resourceVersion");
                     metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
                 }
-                strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
                 app.services
-                    .serialized(|| {
-                        if dry_run {
+                    .serialized(kind, || {
+                        strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
+                        Ok(if dry_run {
                             app.store.create_dry_run(kind, namespace, object)
                         } else {
                             app.store.create(kind, namespace, object)
-                        }
-                    })
+                        })
+                    })?
                     .map(|created| (created, true))
             }
         };

@@ -49,52 +49,41 @@ fn pod_spec(spec: &mut PodSpec) {
     }
 }
 
+/// The defaults of a container's fields; `EphemeralContainer` has the same fields under another
+/// type, so one body serves both.
+macro_rules! container_fields {
+    ($container:expr, $host_network:expr) => {{
+        let container = $container;
+        image_pull_policy(&mut container.image_pull_policy, container.image.as_deref());
+        or_str(
+            &mut container.termination_message_path,
+            "/dev/termination-log",
+        );
+        or_str(&mut container.termination_message_policy, "File");
+        for port in container.ports.iter_mut().flatten() {
+            port_defaults(port, $host_network);
+        }
+        env(container.env.as_deref_mut());
+        resources(container.resources.as_mut());
+        for probe in [
+            &mut container.liveness_probe,
+            &mut container.readiness_probe,
+            &mut container.startup_probe,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            probe_defaults(probe);
+        }
+    }};
+}
+
 fn container_defaults(container: &mut Container, host_network: bool) {
-    image_pull_policy(&mut container.image_pull_policy, container.image.as_deref());
-    or_str(
-        &mut container.termination_message_path,
-        "/dev/termination-log",
-    );
-    or_str(&mut container.termination_message_policy, "File");
-    for port in container.ports.iter_mut().flatten() {
-        port_defaults(port, host_network);
-    }
-    env(container.env.as_deref_mut());
-    resources(container.resources.as_mut());
-    for probe in [
-        &mut container.liveness_probe,
-        &mut container.readiness_probe,
-        &mut container.startup_probe,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        probe_defaults(probe);
-    }
+    container_fields!(container, host_network);
 }
 
 fn ephemeral_container(container: &mut EphemeralContainer) {
-    image_pull_policy(&mut container.image_pull_policy, container.image.as_deref());
-    or_str(
-        &mut container.termination_message_path,
-        "/dev/termination-log",
-    );
-    or_str(&mut container.termination_message_policy, "File");
-    for port in container.ports.iter_mut().flatten() {
-        port_defaults(port, false);
-    }
-    env(container.env.as_deref_mut());
-    resources(container.resources.as_mut());
-    for probe in [
-        &mut container.liveness_probe,
-        &mut container.readiness_probe,
-        &mut container.startup_probe,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        probe_defaults(probe);
-    }
+    container_fields!(container, false);
 }
 
 /// `Always` for an image tagged `latest` or not tagged (and not pinned by digest), otherwise

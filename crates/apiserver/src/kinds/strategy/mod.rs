@@ -33,16 +33,9 @@ pub(crate) fn prepare_for_create(
     if kind.status_subresource
         && let Some(builtin) = kind.builtin
     {
-        // A new object's status is empty, as Go writes an empty status struct: with the fields
-        // its type always has (a ReplicationController's `replicas: 0`).
-        let empty = serde_json::json!({"metadata": {}, "status": {}});
-        let status = builtin
-            .decode(&empty)
-            .ok()
-            .and_then(|decoded| decoded.object.get("status").cloned())
-            .unwrap_or_else(|| Value::Object(Map::new()));
+        // A new object's status is empty.
         if let Some(fields) = object.as_object_mut() {
-            fields.insert("status".to_string(), status);
+            fields.insert("status".to_string(), builtin.empty_status().clone());
         }
     }
     match (

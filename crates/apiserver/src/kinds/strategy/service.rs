@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
 use super::{Context, map_at};
-use crate::resource::builtin_resource;
+use crate::resource::{ResourceKind, builtin_resource};
 use crate::rest::status::ApiError;
 use crate::storage::Cause;
 
@@ -23,16 +23,22 @@ const NODE_PORTS: std::ops::RangeInclusive<u16> = 30000..=32767;
 /// The address of the `default/kubernetes` Service: the range's first.
 pub(crate) const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 
-/// Serializes allocations: two Services created at once never get the same address or port.
+/// Serializes allocations: two Services written at once never get the same address or port.
 #[derive(Debug, Default)]
 pub(crate) struct ServiceAllocations {
     lock: Mutex<()>,
 }
 
 impl ServiceAllocations {
-    /// Runs `write` (the allocation and the store write that records it) alone.
-    pub(crate) fn serialized<T>(&self, write: impl FnOnce() -> T) -> T {
-        let _held = self.lock.lock();
+    /// Runs `write` (a write's strategy, which allocates for a Service, and the store write
+    /// that records it) alone among the writes of Services; the writes of other kinds
+    /// allocate nothing and run as they come.
+    pub(crate) fn serialized<T>(
+        &self,
+        kind: &ResourceKind,
+        write: impl FnOnce() -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let _held = (kind.group.is_empty() && kind.plural == "services").then(|| self.lock.lock());
         write()
     }
 }
