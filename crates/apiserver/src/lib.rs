@@ -13,12 +13,15 @@
 //! - [`patch`] and [`strategic`]: merge, JSON and strategic merge patches;
 //! - [`apply`]: server-side apply and `managedFields`;
 //! - [`structural`]: a custom resource's schema, read once for every request that needs it;
+//! - [`custom`]: what a custom resource's schema does to its writes: pruning, defaults,
+//!   validation;
 //! - [`auth`]: the optional bearer token every request must then carry;
 //! - [`tls`]: serving HTTPS, with a CA generated at start if need be;
 //! - [`faults`]: the fault hooks reliability tests drive.
 
 pub mod apply;
 pub mod auth;
+pub mod custom;
 pub mod faults;
 pub mod in_process;
 pub mod kinds;

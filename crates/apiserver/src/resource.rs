@@ -4,8 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::custom::CustomVersion;
 use crate::kinds::{BuiltinType, builtin_types};
-use crate::structural::Node;
 
 /// A resource the server serves, as its discovery document describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +46,9 @@ pub struct ResourceKind {
     pub builtin: Option<&'static BuiltinType>,
     /// Whether it is only created and answered, never stored (the review kinds).
     pub create_only: bool,
-    /// A custom resource's schema (its CRD version's `openAPIV3Schema`); `None` for built-in
-    /// kinds, whose types are their schemas.
-    pub schema: Option<Arc<Node>>,
+    /// What a custom resource's CRD says of this version (its schema, scale, columns); `None`
+    /// for built-in kinds, whose types are their schemas.
+    pub custom: Option<Arc<CustomVersion>>,
 }
 
 impl ResourceKind {
@@ -146,7 +146,7 @@ impl ResourceKind {
                 .collect(),
             builtin: Some(builtin),
             create_only: facts.create_only,
-            schema: None,
+            custom: None,
         }
     }
 }

@@ -205,7 +205,11 @@ impl Type {
             return Self::of_kind_message(&builtin.schema_name())
                 .unwrap_or_else(Self::deduced_root);
         }
-        match &kind.schema {
+        match kind
+            .custom
+            .as_ref()
+            .and_then(|custom| custom.schema.as_ref())
+        {
             Some(schema) => Self::of_schema(schema.clone()),
             None => Self::deduced_root(),
         }

@@ -10,7 +10,11 @@ use serde_json::Value;
 
 use super::body::ParsedBody;
 use super::options::FieldValidation;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::custom;
 use crate::kinds::schema::type_error_message;
+use crate::kinds::typed::{self, PathSegment};
 use crate::resource::ResourceKind;
 use crate::rest::status::ApiError;
 use crate::storage::Cause;
@@ -45,9 +49,7 @@ pub fn decode_object(
         duplicate_fields,
     } = parsed;
     let Some(builtin) = kind.builtin else {
-        // Custom resources keep what they are given.
-        let strict = strict_errors(&duplicate_fields, &[]);
-        return checked(kind, value, strict, validation, origin);
+        return decode_custom(kind, value, &duplicate_fields, validation, origin);
     };
     match builtin.decode(&value) {
         Ok(decoded) => {
@@ -59,6 +61,45 @@ pub fn decode_object(
             Err(refusal(kind, &value, message, origin))
         }
     }
+}
+
+/// Decodes a custom resource: its `metadata` read into `ObjectMeta`, the rest made to fit its
+/// version's schema (pruned, defaulted), as apiextensions-apiserver's decoder does.
+fn decode_custom(
+    kind: &ResourceKind,
+    mut value: Value,
+    duplicate_fields: &[String],
+    validation: FieldValidation,
+    origin: Origin,
+) -> Result<DecodedObject, ApiError> {
+    let mut unknown = Vec::new();
+    if let Some(metadata) = value
+        .get("metadata")
+        .filter(|metadata| metadata.is_object())
+    {
+        match typed::decode::<ObjectMeta>(metadata, |_| {}) {
+            Ok(decoded) => {
+                unknown.extend(
+                    decoded
+                        .unknown_fields
+                        .iter()
+                        .map(|path| format!("metadata.{path}")),
+                );
+                value["metadata"] = decoded.object;
+            }
+            Err(error) => {
+                let mut path = vec![PathSegment::Field("metadata".into())];
+                path.extend(error.path.iter().cloned());
+                let message = format!("{}: {}", typed::path_text(&path), error.detail);
+                return Err(refusal(kind, &value, message, origin));
+            }
+        }
+    }
+    if let Some(custom) = &kind.custom {
+        unknown.extend(custom::coerce(custom, &mut value));
+    }
+    let strict = strict_errors(duplicate_fields, &unknown);
+    checked(kind, value, strict, validation, origin)
 }
 
 fn strict_errors(duplicates: &[String], unknown: &[String]) -> Vec<String> {

@@ -1,10 +1,12 @@
 //! CustomResourceDefinitions: creating one serves its resource at once; deleting one stops it.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::App;
+use crate::custom::CustomVersion;
 use crate::resource::ResourceKind;
-use crate::structural::Node;
 
 /// Whether `kind` is the CustomResourceDefinition resource itself.
 pub(super) fn is_crd(kind: &ResourceKind) -> bool {
@@ -52,10 +54,7 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
                 selectable_fields: Vec::new(),
                 builtin: None,
                 create_only: false,
-                schema: version["schema"]
-                    .get("openAPIV3Schema")
-                    .filter(|schema| schema.is_object())
-                    .map(Node::compile),
+                custom: Some(Arc::new(CustomVersion::read(version))),
             })
         })
         .collect()

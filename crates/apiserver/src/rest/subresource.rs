@@ -30,7 +30,7 @@ pub(super) async fn serve(
     match (subresource, method) {
         ("scale", Method::GET) => {
             let object = get(app, kind, item)?;
-            Ok(json_response(200, &scale_of(app, kind, &object)?))
+            Ok(json_response(200, &scale_of(kind, &object)?))
         }
         ("scale", Method::PUT | Method::PATCH) => scale(app, kind, item, query, request).await,
         ("ephemeralcontainers", Method::GET) | ("approval", Method::GET) => {
@@ -135,7 +135,7 @@ struct ScalePaths {
     selector_is_string: bool,
 }
 
-fn scale_paths(app: &App, kind: &ResourceKind) -> Result<ScalePaths, ApiError> {
+fn scale_paths(kind: &ResourceKind) -> Result<ScalePaths, ApiError> {
     if kind.builtin.is_some() {
         return Ok(ScalePaths {
             spec_replicas: "spec.replicas".into(),
@@ -144,30 +144,15 @@ fn scale_paths(app: &App, kind: &ResourceKind) -> Result<ScalePaths, ApiError> {
             selector_is_string: false,
         });
     }
-    let crds = app
-        .registry
-        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    let scale = kind
+        .custom
+        .as_ref()
+        .and_then(|custom| custom.scale.as_ref())
         .ok_or_else(ApiError::not_found_path)?;
-    let crd = app
-        .store
-        .get(&crds, "", &format!("{}.{}", kind.plural, kind.group))
-        .map_err(|error| ApiError::from_store(&error, Some(&crds)))?;
-    let version = crd["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|version| version["name"] == kind.version.as_str())
-        .ok_or_else(ApiError::not_found_path)?;
-    let scale = &version["subresources"]["scale"];
-    let path = |field: &str| {
-        scale[field]
-            .as_str()
-            .map(|path| path.trim_start_matches('.').to_string())
-    };
     Ok(ScalePaths {
-        spec_replicas: path("specReplicasPath").unwrap_or_else(|| "spec.replicas".into()),
-        status_replicas: path("statusReplicasPath").unwrap_or_else(|| "status.replicas".into()),
-        selector: path("labelSelectorPath"),
+        spec_replicas: scale.spec_replicas.clone(),
+        status_replicas: scale.status_replicas.clone(),
+        selector: scale.label_selector.clone(),
         selector_is_string: true,
     })
 }
@@ -190,8 +175,8 @@ fn at_mut<'a>(object: &'a mut Value, path: &str) -> &'a mut Value {
 }
 
 /// The `autoscaling/v1` Scale of `object`.
-fn scale_of(app: &App, kind: &ResourceKind, object: &Value) -> Result<Value, ApiError> {
-    let paths = scale_paths(app, kind)?;
+fn scale_of(kind: &ResourceKind, object: &Value) -> Result<Value, ApiError> {
+    let paths = scale_paths(kind)?;
     let spec_replicas = at(object, &paths.spec_replicas);
     if kind.builtin.is_none() && spec_replicas.is_null() {
         return Err(ApiError::internal(format!(
@@ -278,7 +263,7 @@ async fn scale(
     request: Request,
 ) -> Result<Response, ApiError> {
     let object = get(app, kind, item)?;
-    let current = scale_of(app, kind, &object)?;
+    let current = scale_of(kind, &object)?;
     let (wanted, options, manager) =
         write::patched_or_replaced(app, request, query, current).await?;
     let replicas = wanted["spec"]["replicas"].as_i64().unwrap_or(0);
@@ -294,7 +279,7 @@ async fn scale(
             }],
         ));
     }
-    let paths = scale_paths(app, kind)?;
+    let paths = scale_paths(kind)?;
     let mut updated = object;
     *at_mut(&mut updated, &paths.spec_replicas) = json!(replicas);
     // The Scale's resourceVersion, when it has one, is a precondition on the object.
@@ -313,7 +298,7 @@ async fn scale(
         apply: false,
     };
     let (stored, _) = write::guaranteed_update(app, kind, &write, |_| Ok(updated.clone()))?;
-    Ok(json_response(200, &scale_of(app, kind, &stored)?))
+    Ok(json_response(200, &scale_of(kind, &stored)?))
 }
 
 /// A ServiceAccount's token: a TokenRequest answered with a token for it, nothing stored.

@@ -271,6 +271,7 @@ pub(super) async fn create(
         }
         let stored = app.services.serialized(kind, || {
             strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
+            strategy::validate_create(kind, &object)?;
             Ok(if options.dry_run {
                 app.store.create_dry_run(kind, namespace, object)
             } else {
@@ -433,9 +434,8 @@ pub(super) fn guaranteed_update(
                         old["metadata"]["resourceVersion"].clone();
                 }
                 app.services.serialized(kind, || {
-                    if !status_only {
-                        strategy::prepare_for_update(kind, &mut object, old, &context)?;
-                    }
+                    strategy::prepare_for_update(kind, &mut object, old, status_only, &context)?;
+                    strategy::validate_update(kind, &object, old, status_only)?;
                     Ok(if dry_run {
                         app.store
                             .update_dry_run(kind, namespace, name, object, status_only)
@@ -453,6 +453,7 @@ pub(super) fn guaranteed_update(
                 app.services
                     .serialized(kind, || {
                         strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
+                        strategy::validate_create(kind, &object)?;
                         Ok(if dry_run {
                             app.store.create_dry_run(kind, namespace, object)
                         } else {

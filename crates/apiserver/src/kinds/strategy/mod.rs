@@ -11,6 +11,7 @@ mod service;
 use serde_json::{Map, Value};
 
 pub(crate) use self::service::{KUBERNETES_SERVICE_IP, ServiceAllocations};
+use crate::custom::{self, FieldError};
 use crate::resource::ResourceKind;
 use crate::rest::status::ApiError;
 use crate::storage::Store;
@@ -30,6 +31,10 @@ pub(crate) fn prepare_for_create(
     object: &mut Value,
     context: &Context<'_>,
 ) -> Result<(), ApiError> {
+    if kind.custom.is_some() {
+        custom::prepare_for_create(kind.status_subresource, object);
+        return Ok(());
+    }
     if kind.status_subresource
         && let Some(builtin) = kind.builtin
     {
@@ -53,13 +58,22 @@ pub(crate) fn prepare_for_create(
     }
 }
 
-/// Prepares an update of `old` to `new` of `kind` for storing.
+/// Prepares an update of `old` to `new` of `kind` for storing (`status_only`: a write of the
+/// `status` subresource).
 pub(crate) fn prepare_for_update(
     kind: &ResourceKind,
     new: &mut Value,
     old: &Value,
+    status_only: bool,
     context: &Context<'_>,
 ) -> Result<(), ApiError> {
+    if status_only {
+        return Ok(());
+    }
+    if kind.custom.is_some() {
+        custom::prepare_for_update(kind.status_subresource, new, old);
+        return Ok(());
+    }
     match (
         kind.group.as_str(),
         kind.plural.as_str(),
@@ -68,6 +82,42 @@ pub(crate) fn prepare_for_update(
         ("", "services", true) => service::prepare_for_create(new, Some(old), context),
         _ => Ok(()),
     }
+}
+
+/// Checks a new object of `kind` as its strategy's `Validate` does (custom resources against
+/// their schema; built-in kinds are checked by their decoding and the store).
+pub(crate) fn validate_create(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
+    let Some(version) = &kind.custom else {
+        return Ok(());
+    };
+    refuse(kind, object, custom::validate_create(version, object))
+}
+
+/// Checks an update of `old` to `new` of `kind` as its strategy's `ValidateUpdate` does.
+pub(crate) fn validate_update(
+    kind: &ResourceKind,
+    new: &Value,
+    old: &Value,
+    status_only: bool,
+) -> Result<(), ApiError> {
+    let Some(version) = &kind.custom else {
+        return Ok(());
+    };
+    refuse(
+        kind,
+        new,
+        custom::validate_update(version, new, old, status_only),
+    )
+}
+
+/// The 422 of an object with field errors.
+fn refuse(kind: &ResourceKind, object: &Value, errors: Vec<FieldError>) -> Result<(), ApiError> {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let causes = errors.iter().map(FieldError::cause).collect();
+    Err(ApiError::invalid(&kind.group, &kind.kind, name, causes))
 }
 
 /// The map at `field` of `object`, made if absent or not a map.

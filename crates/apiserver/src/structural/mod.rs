@@ -5,10 +5,14 @@
 //!
 //! Children are shared (`Arc`), so a walker can hold a node of the tree without copying it.
 
+mod checks;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
+
+pub use self::checks::{Bound, Checks, Pattern};
 
 /// The JSON type a node declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +68,8 @@ pub struct Node {
     pub nullable: bool,
     /// The default value.
     pub default: Option<Value>,
+    /// The value validations; `None` when the node has none.
+    pub checks: Option<Box<Checks>>,
 }
 
 impl Node {
@@ -130,6 +136,7 @@ impl Node {
             embedded_resource: schema["x-kubernetes-embedded-resource"] == true,
             nullable: schema["nullable"] == true,
             default: schema.get("default").cloned(),
+            checks: Checks::read(schema),
         }
     }
 

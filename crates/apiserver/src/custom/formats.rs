@@ -1,0 +1,227 @@
+//! The string formats a custom resource schema may name, checked as kube-openapi's `strfmt`
+//! registry checks them. Names are compared without dashes (`date-time` is `datetime`), as
+//! go-openapi normalizes them.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::OnceLock;
+
+use base64::Engine as _;
+use regex::Regex;
+
+/// Whether `text` is of `format`; `None` for a format kube does not check (it strips those
+/// from the schema it validates with).
+pub fn is_valid(format: &str, text: &str) -> Option<bool> {
+    let normalized = format.replace('-', "");
+    let valid = match normalized.as_str() {
+        "password" => true,
+        "bsonobjectid" => text.len() == 24 && text.bytes().all(|b| b.is_ascii_hexdigit()),
+        "uri" => is_request_uri(text),
+        "email" => is_email(text),
+        "hostname" => is_hostname(text),
+        "ipv4" => text.parse::<Ipv4Addr>().is_ok(),
+        "ipv6" => text.contains(':') && text.parse::<Ipv6Addr>().is_ok(),
+        "cidr" => is_cidr(text),
+        "mac" => is_mac(text),
+        "uuid" => matches(&UUID, text),
+        "uuid3" => matches(&UUID3, text),
+        "uuid4" => matches(&UUID4, text),
+        "uuid5" => matches(&UUID5, text),
+        "hexcolor" => matches(&HEX_COLOR, text),
+        "rgbcolor" => matches(&RGB_COLOR, text),
+        "ssn" => matches(&SSN, text),
+        "byte" => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .is_ok(),
+        "date" => text.len() == 10 && text.parse::<jiff::civil::Date>().is_ok(),
+        "datetime" => is_date_time(text),
+        "duration" => matches(&DURATION, text),
+        "k8sshortname" => is_dns_label(text),
+        "k8slongname" => is_dns_subdomain(text),
+        _ => return None,
+    };
+    Some(valid)
+}
+
+/// A regular expression compiled on first use.
+struct Lazy {
+    source: &'static str,
+    cell: OnceLock<Regex>,
+}
+
+impl Lazy {
+    const fn new(source: &'static str) -> Self {
+        Self {
+            source,
+            cell: OnceLock::new(),
+        }
+    }
+}
+
+fn matches(lazy: &Lazy, text: &str) -> bool {
+    lazy.cell
+        .get_or_init(|| Regex::new(lazy.source).unwrap_or_else(|_| never_matches()))
+        .is_match(text)
+}
+
+/// A regular expression that matches nothing (a fallback that never runs: the sources above
+/// are constants that compile).
+fn never_matches() -> Regex {
+    Regex::new("[^\\s\\S]").unwrap_or_else(|_| unreachable!("a constant expression compiles"))
+}
+
+static UUID: Lazy =
+    Lazy::new("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$");
+static UUID3: Lazy =
+    Lazy::new("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$");
+static UUID4: Lazy =
+    Lazy::new("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$");
+static UUID5: Lazy =
+    Lazy::new("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$");
+static HEX_COLOR: Lazy = Lazy::new("^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$");
+static RGB_COLOR: Lazy = Lazy::new(
+    "^rgb\\(\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*,\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*,\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*\\)$",
+);
+static SSN: Lazy = Lazy::new("^\\d{3}[- ]?\\d{2}[- ]?\\d{4}$");
+/// Go's `time.ParseDuration` (`1h30m`, `-1.5s`, `0`) or the `<n> <unit>` form go-openapi
+/// also reads (`3 days`).
+static DURATION: Lazy = Lazy::new(
+    "^(0|[-+]?(\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h)([-+]?(\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h))*|\\d+\\s*(ns|us|µs|ms|s|m|h|d|w|nanoseconds?|microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?))$",
+);
+
+/// Go's `url.ParseRequestURI`: an absolute URI or an absolute path, without spaces.
+fn is_request_uri(text: &str) -> bool {
+    if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    if text.starts_with('/') {
+        return true;
+    }
+    let Some((scheme, _)) = text.split_once(':') else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+/// An address as Go's `mail.ParseAddress` reads one, simplified: `[name <]local@domain[>]`.
+fn is_email(text: &str) -> bool {
+    let address = match (text.rfind('<'), text.strip_suffix('>')) {
+        (Some(open), Some(inner)) => &inner[open + 1..],
+        _ => text,
+    };
+    let Some((local, domain)) = address.rsplit_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && !domain.is_empty()
+        && !address.chars().any(char::is_whitespace)
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+}
+
+/// A host name of RFC 1034 (letters, digits and dashes in labels of at most 63 characters).
+fn is_hostname(text: &str) -> bool {
+    text.len() <= 255
+        && !text.is_empty()
+        && text.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_alphanumeric() || c == '-')
+        })
+}
+
+fn is_cidr(text: &str) -> bool {
+    let Some((address, prefix)) = text.split_once('/') else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
+    match address.parse::<IpAddr>() {
+        Ok(IpAddr::V4(_)) => prefix <= 32,
+        Ok(IpAddr::V6(_)) => prefix <= 128,
+        Err(_) => false,
+    }
+}
+
+/// Go's `net.ParseMAC`: 6, 8 or 20 octets as `xx:xx…`, `xx-xx…` or `xxxx.xxxx…`.
+fn is_mac(text: &str) -> bool {
+    let octet_groups = |separator: char| {
+        let groups: Vec<&str> = text.split(separator).collect();
+        matches!(groups.len(), 6 | 8 | 20)
+            && groups
+                .iter()
+                .all(|group| group.len() == 2 && group.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let dotted = || {
+        let groups: Vec<&str> = text.split('.').collect();
+        matches!(groups.len(), 3 | 4 | 10)
+            && groups
+                .iter()
+                .all(|group| group.len() == 4 && group.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    octet_groups(':') || octet_groups('-') || dotted()
+}
+
+/// A date and time of RFC 3339, with or without its offset.
+fn is_date_time(text: &str) -> bool {
+    text.parse::<jiff::Timestamp>().is_ok() || text.parse::<jiff::civil::DateTime>().is_ok()
+}
+
+/// A DNS label of RFC 1035 (`k8s-short-name`).
+fn is_dns_label(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_lowercase()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes.last().is_some_and(|b| *b != b'-')
+}
+
+/// A DNS subdomain of RFC 1123 (`k8s-long-name`).
+fn is_dns_subdomain(text: &str) -> bool {
+    text.len() <= 253
+        && !text.is_empty()
+        && text.split('.').all(|label| {
+            let bytes = label.as_bytes();
+            !bytes.is_empty()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+                && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+                && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_accept_and_refuse_as_strfmt_does() {
+        for (format, good, bad) in [
+            ("date-time", "2024-01-02T03:04:05Z", "yesterday"),
+            ("date", "2024-02-29", "2023-02-29"),
+            ("uuid", "8c1b5f4e-1c2d-4e5f-9a0b-1c2d3e4f5a6b", "8c1b5f4e"),
+            ("ipv4", "10.0.0.1", "10.0.0.256"),
+            ("ipv6", "fe80::1", "10.0.0.1"),
+            ("cidr", "10.0.0.0/8", "10.0.0.0/33"),
+            ("mac", "01:23:45:67:89:ab", "01:23:45"),
+            ("byte", "aGVsbG8=", "not base64!"),
+            ("hostname", "example.com", "-bad-.com"),
+            ("email", "a@example.com", "nobody"),
+            ("uri", "https://example.com/x", "relative/path"),
+            ("duration", "1h30m", "soon"),
+            ("k8s-short-name", "web-1", "Web_1"),
+        ] {
+            assert_eq!(is_valid(format, good), Some(true), "{format} {good}");
+            assert_eq!(is_valid(format, bad), Some(false), "{format} {bad}");
+        }
+        assert_eq!(is_valid("made-up", "anything"), None);
+    }
+}

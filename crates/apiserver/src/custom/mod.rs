@@ -1,0 +1,200 @@
+//! Custom resources as kube-apiserver's apiextensions-apiserver treats them on a write:
+//!
+//! - decoding makes the object fit its version's schema ([`coerce`]: unknown fields pruned and
+//!   named for the field validation policy, disallowed `null`s dropped, defaults filled in);
+//! - the strategy drops `status` from a create and keeps the stored one on a write of the main
+//!   resource when the version has a status subresource;
+//! - validation checks the object against the schema ([`validate`], with ratcheting on update),
+//!   the uniqueness of `set` and `map` lists, and the `scale` subresource's replicas, each error
+//!   worded as kube words it ([`FieldError`]).
+
+pub mod coerce;
+mod field_error;
+mod formats;
+mod list_type;
+pub mod validate;
+mod version;
+
+use serde_json::Value;
+
+pub use self::field_error::{FieldError, FieldErrorKind, go_float, go_quoted, write_go_value};
+pub use self::version::{CustomVersion, PrinterColumn, ScalePaths};
+
+/// Makes `object`, a custom resource of `version` as decoded from a request, fit the version's
+/// schema; returns the paths of the fields it did not declare, which are gone.
+pub fn coerce(version: &CustomVersion, object: &mut Value) -> Vec<String> {
+    let Some(schema) = version.schema.as_deref() else {
+        return Vec::new();
+    };
+    let removed = coerce::prune(object, schema);
+    coerce::prune_nulls(object, Some(schema));
+    if version.has_defaults {
+        coerce::apply_defaults(object, schema);
+    }
+    removed
+}
+
+/// Fills in the defaults of `object` as read from the store: an object stored before its
+/// schema gained a default shows it, as kube-apiserver's storage decoder does (the stored
+/// object is not rewritten).
+pub fn default_on_read(version: &CustomVersion, object: &mut Value) {
+    if version.has_defaults
+        && let Some(schema) = version.schema.as_deref()
+    {
+        coerce::apply_defaults(object, schema);
+    }
+}
+
+/// What the strategy does to a new object: with a status subresource, its `status` is not the
+/// creator's to set.
+pub fn prepare_for_create(status_subresource: bool, object: &mut Value) {
+    if status_subresource && let Some(fields) = object.as_object_mut() {
+        fields.remove("status");
+    }
+}
+
+/// What the strategy does to an update of the main resource: with a status subresource, the
+/// stored `status` stays.
+pub fn prepare_for_update(status_subresource: bool, new: &mut Value, old: &Value) {
+    if status_subresource && let Some(fields) = new.as_object_mut() {
+        match old.get("status") {
+            Some(status) => fields.insert("status".into(), status.clone()),
+            None => fields.remove("status"),
+        };
+    }
+}
+
+/// The errors of a new object.
+pub fn validate_create(version: &CustomVersion, object: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(schema) = version.schema.as_deref() {
+        errors.extend(validate::validate(schema, object, None, ""));
+    }
+    if let Some(scale) = &version.scale {
+        errors.extend(scale_replicas(object, &scale.spec_replicas));
+        errors.extend(scale_status(object, scale));
+    }
+    if let Some(schema) = version.schema.as_deref() {
+        errors.extend(list_type::validate(schema, object));
+    }
+    errors
+}
+
+/// The errors of an update of `old` to `new`: what did not change is not held against it.
+/// A status update (`status_only`) is checked on its `status` alone, against the status schema.
+pub fn validate_update(
+    version: &CustomVersion,
+    new: &Value,
+    old: &Value,
+    status_only: bool,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let schema = version.schema.as_deref();
+    if status_only {
+        if let (Some(status), Some(status_schema)) = (
+            new.get("status"),
+            schema.and_then(|schema| schema.properties.get("status")),
+        ) {
+            errors.extend(validate::validate(
+                status_schema,
+                status,
+                old.get("status"),
+                "status",
+            ));
+        }
+        if let Some(scale) = &version.scale {
+            errors.extend(scale_status(new, scale));
+        }
+        return errors;
+    }
+    if let Some(schema) = schema {
+        errors.extend(validate::validate(schema, new, Some(old), ""));
+    }
+    if let Some(scale) = &version.scale {
+        errors.extend(scale_replicas(new, &scale.spec_replicas));
+        errors.extend(scale_status(new, scale));
+    }
+    if let Some(schema) = schema
+        && list_type::validate(schema, old).is_empty()
+    {
+        errors.extend(list_type::validate(schema, new));
+    }
+    errors
+}
+
+/// The value at a dotted path (`spec.replicas`).
+fn at<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.')
+        .filter(|segment| !segment.is_empty())
+        .try_fold(object, |value, segment| value.get(segment))
+}
+
+/// Go's name for the type a JSON value decodes into.
+fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(number) if number.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// The replicas at `path` must be a non-negative int32 (kube's `ValidateScaleSpec`).
+fn scale_replicas(object: &Value, path: &str) -> Option<FieldError> {
+    let field = format!(".{path}");
+    let value = at(object, path)?;
+    let Some(replicas) = value.as_i64().filter(|_| !value.is_f64()) else {
+        let mut shown = String::new();
+        write_go_value(&mut shown, value);
+        let shown = shown.trim_matches('"').to_string();
+        return Some(FieldError::invalid(
+            field.clone(),
+            Value::from(0),
+            format!(
+                "{field} accessor error: {shown} is of the type {}, expected int64",
+                go_type(value)
+            ),
+        ));
+    };
+    if replicas < 0 {
+        Some(FieldError::invalid(
+            field,
+            Value::from(replicas),
+            "should be a non-negative integer",
+        ))
+    } else if replicas > i64::from(i32::MAX) {
+        Some(FieldError::invalid(
+            field,
+            Value::from(replicas),
+            format!("should be less than or equal to {}", i32::MAX),
+        ))
+    } else {
+        None
+    }
+}
+
+/// The status replicas must be a non-negative int32 and the selector a string (kube's
+/// `ValidateScaleStatus`).
+fn scale_status(object: &Value, scale: &ScalePaths) -> Vec<FieldError> {
+    let mut errors: Vec<FieldError> = scale_replicas(object, &scale.status_replicas)
+        .into_iter()
+        .collect();
+    if let Some(path) = &scale.label_selector
+        && let Some(selector) = at(object, path)
+        && !selector.is_string()
+    {
+        let field = format!(".{path}");
+        errors.push(FieldError::invalid(
+            field.clone(),
+            Value::String(String::new()),
+            format!(
+                "{field} accessor error: {selector} is of the type {}, expected string",
+                go_type(selector)
+            ),
+        ));
+    }
+    errors
+}

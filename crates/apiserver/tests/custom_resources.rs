@@ -1,0 +1,566 @@
+//! Custom resources against their CRD's schema, as kube-apiserver treats them: every schema rule
+//! refused with kube's exact message, unknown fields pruned under the field validation policy,
+//! defaults filled in, `status` kept to its subresource, and ratcheting on update.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+
+async fn server() -> (ApiServer, Client) {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    (server, client)
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 3, "maxLength": 5, "pattern": "^[a-z]+$"},
+                    "replicas": {"type": "integer", "minimum": 0, "maximum": 10},
+                    "mode": {"type": "string", "enum": ["fast", "slow"]},
+                    "ratio": {"type": "number", "exclusiveMaximum": true, "maximum": 1},
+                    "tags": {"type": "array", "maxItems": 2, "x-kubernetes-list-type": "set",
+                             "items": {"type": "string"}},
+                    "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                              "x-kubernetes-list-map-keys": ["name"],
+                              "items": {"type": "object", "required": ["name"], "properties": {
+                                  "name": {"type": "string"},
+                                  "port": {"type": "integer", "format": "int32"},
+                              }}},
+                    "size": {"type": "integer", "default": 3},
+                    "when": {"type": "string", "format": "date-time"},
+                    "labels": {"type": "object", "maxProperties": 1,
+                               "additionalProperties": {"type": "string"}},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "port": {"x-kubernetes-int-or-string": true},
+                    "maybe": {"type": "string", "nullable": true},
+                },
+            },
+            "status": {"type": "object", "properties": {
+                "replicas": {"type": "integer"},
+                "phase": {"type": "string"},
+            }},
+        },
+    })
+}
+
+/// Creates the Widget CRD with `schema`, a status and a scale subresource; it is served at once.
+async fn widgets(client: &Client, schema: Value) {
+    widgets_with(client, schema, true).await;
+}
+
+/// Creates the Widget CRD with `schema`, a status subresource, and a scale one if `scale`.
+async fn widgets_with(client: &Client, schema: Value, scale: bool) {
+    let mut subresources = json!({"status": {}});
+    if scale {
+        subresources["scale"] = json!({
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+        });
+    }
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema},
+                "subresources": subresources,
+            }],
+        },
+    });
+    send(
+        client,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        crd,
+    )
+    .await
+    .unwrap();
+}
+
+fn widget(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// Sends a request; the object answered, or the refusal's `Status`.
+async fn send(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Value,
+) -> Result<Value, Box<kube::core::Status>> {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    match client.request_text(request).await {
+        Ok(text) => Ok(serde_json::from_str(&text).unwrap()),
+        Err(kube::Error::Api(status)) => Err(status),
+        Err(other) => panic!("{other}"),
+    }
+}
+
+/// A POST over a plain connection, for the `Warning` headers kube-client does not show.
+async fn post_with_warnings(server: &ApiServer, path: &str, body: &Value) -> (u16, Vec<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = serde_json::to_string(body).unwrap();
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response[9..12].parse().unwrap();
+    let head = response.split_once("\r\n\r\n").unwrap().0;
+    let warnings = head
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("warning: ")
+                .or(line.strip_prefix("Warning: "))
+        })
+        .map(str::to_string)
+        .collect();
+    (code, warnings)
+}
+
+#[tokio::test]
+async fn each_schema_rule_is_refused_with_kubes_message() {
+    let (_server, client) = server().await;
+    // Without a scale subresource, which checks the replicas once more.
+    widgets_with(&client, schema(), false).await;
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"name": "abc", "replicas": "two"}),
+            r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#,
+        ),
+        (json!({"replicas": 1}), "spec.name: Required value"),
+        (
+            json!({"name": "abc", "mode": "warp"}),
+            r#"spec.mode: Unsupported value: "warp": supported values: "fast", "slow""#,
+        ),
+        (
+            json!({"name": "abc", "replicas": -1}),
+            "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+        ),
+        (
+            json!({"name": "abc", "replicas": 11}),
+            "spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10",
+        ),
+        (
+            json!({"name": "abcdef"}),
+            "spec.name: Too long: may not be more than 5 bytes",
+        ),
+        (
+            json!({"name": "ab"}),
+            r#"spec.name: Invalid value: "ab": spec.name in body should be at least 3 chars long"#,
+        ),
+        (
+            json!({"name": "AbC"}),
+            r#"spec.name: Invalid value: "AbC": spec.name in body should match '^[a-z]+$'"#,
+        ),
+        (
+            json!({"name": "abc", "ratio": 1.0}),
+            "spec.ratio: Invalid value: 1: spec.ratio in body should be less than 1",
+        ),
+        (
+            json!({"name": "abc", "tags": ["a", "b", "c"]}),
+            "spec.tags: Too many: 3: must have at most 2 items",
+        ),
+        (
+            json!({"name": "abc", "tags": ["a", "a"]}),
+            r#"spec.tags[1]: Duplicate value: "a""#,
+        ),
+        (
+            json!({"name": "abc", "ports": [{"name": "a", "port": 1}, {"name": "a", "port": 2}]}),
+            r#"spec.ports[1]: Duplicate value: {"name":"a"}"#,
+        ),
+        (
+            json!({"name": "abc", "ports": [{"port": 1}]}),
+            "spec.ports[0].name: Required value",
+        ),
+        (
+            json!({"name": "abc", "ports": [{"name": "a", "port": 3_000_000_000_i64}]}),
+            r#": Invalid value: "": Checked value must be of type integer with format int32 in spec.ports[0].port"#,
+        ),
+        (
+            json!({"name": "abc", "when": "yesterday"}),
+            r#"spec.when: Invalid value: "yesterday": spec.when in body must be of type date-time: "yesterday""#,
+        ),
+        (
+            json!({"name": "abc", "labels": {"a": "1", "b": "2"}}),
+            "spec.labels: Too many: 2: must have at most 1 item",
+        ),
+        (
+            json!({"name": "abc", "labels": {"a": 1}}),
+            r#"spec.labels.a: Invalid value: "integer": spec.labels.a in body must be of type string: "integer""#,
+        ),
+        (
+            json!({"name": "abc", "port": true}),
+            r#"spec.port: Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean""#,
+        ),
+        (
+            json!({"name": "abc", "mode": "warp", "replicas": 20}),
+            r#"[spec.mode: Unsupported value: "warp": supported values: "fast", "slow", spec.replicas: Invalid value: 20: spec.replicas in body should be less than or equal to 10]"#,
+        ),
+    ];
+    for (index, (spec, expected)) in cases.into_iter().enumerate() {
+        let name = format!("w{index}");
+        let status = send(
+            &client,
+            "POST",
+            WIDGETS,
+            "application/json",
+            widget(&name, spec.clone()),
+        )
+        .await
+        .expect_err(&format!("{spec} is refused"));
+        assert_eq!(
+            (status.code, status.reason.as_str()),
+            (422, "Invalid"),
+            "{spec}"
+        );
+        assert_eq!(
+            status.message,
+            format!("Widget.example.com {name:?} is invalid: {expected}"),
+            "{spec}"
+        );
+    }
+    // None of them was stored.
+    let list = send(&client, "GET", WIDGETS, "application/json", Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(list["items"], json!([]));
+}
+
+#[tokio::test]
+async fn the_causes_name_each_field() {
+    let (_server, client) = server().await;
+    widgets(&client, schema()).await;
+    let status = send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget("w", json!({"mode": 1})),
+    )
+    .await
+    .unwrap_err();
+    let details = status.details.unwrap();
+    let causes: Vec<(String, String)> = details
+        .causes
+        .iter()
+        .map(|cause| (cause.reason.clone(), cause.field.clone()))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            ("FieldValueTypeInvalid".to_string(), "spec.mode".to_string()),
+            (
+                "FieldValueNotSupported".to_string(),
+                "spec.mode".to_string()
+            ),
+            ("FieldValueRequired".to_string(), "spec.name".to_string()),
+        ]
+    );
+    assert_eq!(
+        (details.group.as_str(), details.kind.as_str()),
+        ("example.com", "Widget")
+    );
+}
+
+#[tokio::test]
+async fn unknown_fields_are_pruned_under_the_field_validation_policy() {
+    let (server, client) = server().await;
+    widgets(&client, schema()).await;
+    let body = json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "bogusMeta": 1},
+        "spec": {"name": "abc", "bogus": true, "free": {"anything": {"goes": 1}},
+                 "ports": [{"name": "a", "extra": 1}]},
+        "extra": "x",
+    });
+    let (code, warnings) = post_with_warnings(&server, WIDGETS, &body).await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "unknown field \"metadata.bogusMeta\"""#,
+            r#"299 - "unknown field \"extra\"""#,
+            r#"299 - "unknown field \"spec.bogus\"""#,
+            r#"299 - "unknown field \"spec.ports[0].extra\"""#,
+        ]
+    );
+    let stored = send(
+        &client,
+        "GET",
+        &format!("{WIDGETS}/w"),
+        "application/json",
+        Value::Null,
+    )
+    .await
+    .unwrap();
+    assert!(stored.get("extra").is_none() && stored["metadata"].get("bogusMeta").is_none());
+    assert_eq!(stored["spec"]["free"], json!({"anything": {"goes": 1}}));
+    assert_eq!(stored["spec"]["ports"], json!([{"name": "a"}]));
+
+    let strict = send(
+        &client,
+        "POST",
+        &format!("{WIDGETS}?fieldValidation=Strict"),
+        "application/json",
+        widget("s", json!({"name": "abc", "bogus": 1})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(strict.code, 400);
+    assert_eq!(
+        strict.message,
+        r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.bogus""#
+    );
+    let (code, warnings) = post_with_warnings(
+        &server,
+        &format!("{WIDGETS}?fieldValidation=Ignore"),
+        &widget("i", json!({"name": "abc", "bogus": 1})),
+    )
+    .await;
+    assert_eq!((code, warnings.len()), (201, 0));
+}
+
+#[tokio::test]
+async fn defaults_fill_in_and_disallowed_nulls_go() {
+    let (_server, client) = server().await;
+    widgets(&client, schema()).await;
+    let created = send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget(
+            "w",
+            json!({"name": "abc", "mode": null, "maybe": null, "size": null}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        created["spec"],
+        json!({"name": "abc", "maybe": null, "size": 3})
+    );
+    // A merge patch that removes the defaulted field gets it back.
+    let patched = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        "application/merge-patch+json",
+        json!({"spec": {"size": null}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(patched["spec"]["size"], 3);
+}
+
+#[tokio::test]
+async fn patches_and_status_writes_are_checked_too() {
+    let (_server, client) = server().await;
+    widgets(&client, schema()).await;
+    let created = send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget("w", json!({"name": "abc", "replicas": 1}))
+            .as_object()
+            .cloned()
+            .map(|mut object| {
+                object.insert("status".into(), json!({"phase": "set by the creator"}));
+                Value::Object(object)
+            })
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    // With a status subresource, a create does not set status.
+    assert!(created.get("status").is_none());
+
+    let patch = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        "application/merge-patch+json",
+        json!({"spec": {"replicas": 99}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        patch.message,
+        r#"Widget.example.com "w" is invalid: spec.replicas: Invalid value: 99: spec.replicas in body should be less than or equal to 10"#
+    );
+
+    let status = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w/status"),
+        "application/merge-patch+json",
+        json!({"status": {"replicas": "many"}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        status.message,
+        r#"Widget.example.com "w" is invalid: [status.replicas: Invalid value: "string": replicas in body must be of type integer: "string", .status.replicas: Invalid value: 0: .status.replicas accessor error: many is of the type string, expected int64]"#
+    );
+    let status = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w/status"),
+        "application/merge-patch+json",
+        json!({"status": {"replicas": -1}}),
+    )
+    .await
+    .unwrap_err();
+    // The scale subresource's check of the same field.
+    assert_eq!(
+        status.message,
+        r#"Widget.example.com "w" is invalid: .status.replicas: Invalid value: -1: should be a non-negative integer"#
+    );
+    let fine = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w/status"),
+        "application/merge-patch+json",
+        json!({"status": {"replicas": 1, "phase": "Ready"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(fine["status"], json!({"replicas": 1, "phase": "Ready"}));
+
+    let apply = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w?fieldManager=test&force=true"),
+        "application/apply-patch+yaml",
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+               "spec": {"name": "abc", "mode": "warp"}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        apply.message,
+        r#"Widget.example.com "w" is invalid: spec.mode: Unsupported value: "warp": supported values: "fast", "slow""#
+    );
+}
+
+#[tokio::test]
+async fn an_unchanged_invalid_value_does_not_block_an_update() {
+    let (_server, client) = server().await;
+    // First a loose schema, so that an object the strict one refuses can be stored.
+    let mut loose = schema();
+    loose["properties"]["spec"]["properties"]["name"] = json!({"type": "string"});
+    widgets(&client, loose).await;
+    send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget("w", json!({"name": "TOO-LONG-AND-UPPER", "replicas": 1})),
+    )
+    .await
+    .unwrap();
+    // Then the strict one.
+    let crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com";
+    send(
+        &client,
+        "PATCH",
+        crd_path,
+        "application/json-patch+json",
+        json!([{"op": "replace",
+                "path": "/spec/versions/0/schema/openAPIV3Schema",
+                "value": schema()}]),
+    )
+    .await
+    .unwrap();
+    // Changing another field is allowed: the bad name is not new.
+    let patched = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        "application/merge-patch+json",
+        json!({"spec": {"replicas": 2}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(patched["spec"]["replicas"], 2);
+    // Changing the bad field to another bad value is not.
+    let refused = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        "application/merge-patch+json",
+        json!({"spec": {"name": "STILL-BAD"}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        refused.message,
+        r#"Widget.example.com "w" is invalid: spec.name: Too long: may not be more than 5 bytes"#
+    );
+}
+
+#[tokio::test]
+async fn dry_run_is_validated_and_stores_nothing() {
+    let (_server, client) = server().await;
+    widgets(&client, schema()).await;
+    let refused = send(
+        &client,
+        "POST",
+        &format!("{WIDGETS}?dryRun=All"),
+        "application/json",
+        widget("w", json!({"name": "x"})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code, 422);
+    let accepted = send(
+        &client,
+        "POST",
+        &format!("{WIDGETS}?dryRun=All"),
+        "application/json",
+        widget("w", json!({"name": "abc"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(accepted["spec"]["size"], 3);
+    let missing = send(
+        &client,
+        "GET",
+        &format!("{WIDGETS}/w"),
+        "application/json",
+        Value::Null,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(missing.code, 404);
+}
