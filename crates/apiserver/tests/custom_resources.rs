@@ -564,3 +564,110 @@ async fn dry_run_is_validated_and_stores_nothing() {
     .unwrap_err();
     assert_eq!(missing.code, 404);
 }
+
+#[tokio::test]
+async fn a_crd_is_answered_established_and_a_bad_one_is_refused() {
+    let (_server, client) = server().await;
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let good = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object"}}}],
+        },
+    });
+    let created = send(&client, "POST", path, "application/json", good.clone())
+        .await
+        .unwrap();
+    // Defaults, and the status kube's controllers set at once.
+    assert_eq!(created["spec"]["names"]["singular"], "gadget");
+    assert_eq!(created["spec"]["names"]["listKind"], "GadgetList");
+    assert_eq!(created["status"]["storedVersions"], json!(["v1"]));
+    assert_eq!(created["status"]["acceptedNames"]["kind"], "Gadget");
+    let conditions: Vec<(&str, &str)> = created["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        conditions,
+        [("NamesAccepted", "True"), ("Established", "True")]
+    );
+
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"metadata": {"name": "wrong.example.com"}}),
+            r#"metadata.name: Invalid value: "wrong.example.com": must be spec.names.plural+"."+spec.group"#,
+        ),
+        (
+            json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": false,
+                                          "schema": {"openAPIV3Schema": {"type": "object"}}}]}}),
+            r#"spec.versions: Invalid value: [{"name":"v1","schema":{"openAPIV3Schema":{"type":"object"}},"served":true,"storage":false}]: must have exactly one version marked as storage version"#,
+        ),
+        (
+            json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": true}]}}),
+            "spec.versions[0].schema.openAPIV3Schema: Required value",
+        ),
+        (
+            json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"properties": {"size": {"type": "integer"}}}}}}}]}}),
+            "spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
+        ),
+        (
+            json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}},
+                "subresources": {"scale": {"specReplicasPath": ".replicas",
+                                           "statusReplicasPath": ".status.replicas"}}}]}}),
+            r#"spec.subresources.scale.specReplicasPath: Invalid value: ".replicas": should be a json path under .spec"#,
+        ),
+        (
+            json!({"spec": {"scope": "Everywhere"}}),
+            r#"spec.scope: Unsupported value: "Everywhere": supported values: "Cluster", "Namespaced""#,
+        ),
+    ];
+    for (change, expected) in cases {
+        let mut bad = good.clone();
+        bad["metadata"]["name"] = json!("gizmos.example.com");
+        bad["spec"]["names"] = json!({"plural": "gizmos", "kind": "Gizmo"});
+        merge(&mut bad, &change);
+        let name = bad["metadata"]["name"].as_str().unwrap().to_string();
+        let refused = send(&client, "POST", path, "application/json", bad)
+            .await
+            .expect_err(expected);
+        assert_eq!(refused.code, 422, "{expected}");
+        assert_eq!(
+            refused.message,
+            format!(
+                "CustomResourceDefinition.apiextensions.k8s.io {name:?} is invalid: {expected}"
+            )
+        );
+    }
+    // None of the refused ones is served.
+    let missing = send(
+        &client,
+        "GET",
+        "/apis/example.com/v1/gizmos",
+        "application/json",
+        Value::Null,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(missing.code, 404);
+}
+
+/// A JSON merge patch of `change` into `target`.
+fn merge(target: &mut Value, change: &Value) {
+    match (target, change) {
+        (Value::Object(target), Value::Object(change)) => {
+            for (key, value) in change {
+                merge(target.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (target, change) => *target = change.clone(),
+    }
+}

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::App;
 use crate::custom::CustomVersion;
 use crate::resource::ResourceKind;
+use crate::storage::StoredObject;
 
 /// Whether `kind` is the CustomResourceDefinition resource itself.
 pub(super) fn is_crd(kind: &ResourceKind) -> bool {
@@ -70,8 +71,10 @@ fn string_list(list: &Value) -> Vec<String> {
 }
 
 /// Serves what `crd` defines (replacing what an earlier version of it defined) and marks it
-/// established, as the apiextensions controllers of kube-apiserver do.
-pub(super) fn serve(app: &App, crd: &Value) {
+/// established, as the apiextensions controllers of kube-apiserver do; returns the CRD as
+/// stored with its new status (`None` when its status was already that, or it changed
+/// meanwhile).
+pub(super) fn serve(app: &App, crd: &Value) -> Option<Arc<StoredObject>> {
     let kinds = defined_kinds(crd);
     if let Some(first) = kinds.first() {
         app.registry.remove(&first.group, &first.plural);
@@ -79,13 +82,24 @@ pub(super) fn serve(app: &App, crd: &Value) {
     for kind in &kinds {
         app.registry.add(kind.clone());
     }
-    let Some(name) = crd["metadata"]["name"].as_str() else {
-        return;
-    };
+    let name = crd["metadata"]["name"].as_str()?;
     let names = crd["spec"]["names"].clone();
+    // The versions objects were ever stored in: those recorded, and the storage version.
+    let mut stored_versions = string_list(&crd["status"]["storedVersions"]);
+    let storage = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|version| version["storage"] == true)
+        .and_then(|version| version["name"].as_str());
+    if let Some(storage) = storage
+        && !stored_versions.iter().any(|version| version == storage)
+    {
+        stored_versions.push(storage.to_string());
+    }
     let status = json!({
         "acceptedNames": names,
-        "storedVersions": kinds.iter().map(|kind| kind.version.clone()).collect::<Vec<_>>(),
+        "storedVersions": stored_versions,
         "conditions": [
             {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
              "message": "no conflicts found", "lastTransitionTime": crd["metadata"]["creationTimestamp"]},
@@ -94,17 +108,19 @@ pub(super) fn serve(app: &App, crd: &Value) {
         ],
     });
     if crd["status"] == status {
-        return;
+        return None;
     }
     let crds = app
         .registry
-        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions");
-    if let Some(crds) = crds {
-        let mut established = crd.clone();
-        established["status"] = status;
-        if let Err(error) = app.store.update(&crds, "", name, established, true) {
+        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")?;
+    let mut established = crd.clone();
+    established["status"] = status;
+    match app.store.update(&crds, "", name, established, true) {
+        Ok((stored, _)) => Some(stored),
+        Err(error) => {
             // Someone updated it meanwhile; their write triggers another serve().
             tracing::debug!(%error, crd = name, "could not mark the CRD established");
+            None
         }
     }
 }

@@ -283,9 +283,14 @@ pub(super) async fn create(
             other => break other.map_err(|error| ApiError::from_store(&error, Some(kind)))?,
         }
     };
+    let mut created = created;
     if !options.dry_run {
-        if crd::is_crd(kind) {
-            crd::serve(app, &created);
+        if crd::is_crd(kind)
+            && let Some(established) = crd::serve(app, &created)
+        {
+            // kube's controllers accept the names and establish the CRD at once; the answer
+            // shows it, so a client that reads the status from it sees them.
+            created = established;
         }
         if kind.group.is_empty() && kind.plural == "namespaces" {
             super::cluster::populate_namespace(app, metadata_string(&created, "name"));
@@ -468,8 +473,12 @@ pub(super) fn guaranteed_update(
             Err(StoreError::NotFound { .. }) if retry && write.allow_create => {}
             Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
             Ok((stored, created)) => {
-                if crd::is_crd(kind) && !status_only && !dry_run {
-                    crd::serve(app, &stored);
+                if crd::is_crd(kind)
+                    && !status_only
+                    && !dry_run
+                    && let Some(established) = crd::serve(app, &stored)
+                {
+                    return Ok((established, created));
                 }
                 return Ok((stored, created));
             }

@@ -55,7 +55,7 @@ pub(crate) fn same_spec(a: &Value, b: &Value, without_status: bool) -> bool {
     }
 }
 
-const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+pub(crate) const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const DNS1123_LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 /// The causes that make `name` invalid for a resource (RFC 1123 subdomain, or label when
@@ -83,6 +83,11 @@ pub(crate) fn name_causes(name: &str, label_only: bool) -> Vec<Cause> {
         causes.push(invalid(DNS1123_SUBDOMAIN_MESSAGE.to_string()));
     }
     causes
+}
+
+/// Whether `name` is an RFC 1123 subdomain (at most 253 characters of labels joined by dots).
+pub(crate) fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns1123_label)
 }
 
 /// Whether `part` matches RFC 1123's label pattern (the length is checked apart, as

@@ -15,7 +15,7 @@ mod data_dir;
 mod error;
 mod event;
 mod gc;
-mod meta;
+pub(crate) mod meta;
 mod remaining_counts;
 mod stored;
 mod wal;

@@ -1,0 +1,688 @@
+//! A CustomResourceDefinition checked as kube-apiserver checks it before serving it
+//! (apiextensions-apiserver's `apis/apiextensions/validation` and `apiserver/schema`): its name,
+//! group, scope, names, versions (one storage version), each version's schema (present,
+//! structural, patterns that compile), subresources and printer columns.
+//!
+//! kube-apiserver checks the internal form of a CRD, in which what every version has alike
+//! (schema, subresources, columns) is moved to the top: errors name those fields
+//! `spec.validation`, `spec.subresources` and `spec.additionalPrinterColumns` then, and the
+//! version's own fields otherwise.
+
+use serde_json::Value;
+
+use super::field_error::{FieldError, FieldErrorKind};
+use crate::storage::meta::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_subdomain};
+
+const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// The problems of `name` as a DNS-1035 label (apimachinery's `IsDNS1035Label`), joined.
+fn dns1035_problems(name: &str) -> Option<String> {
+    let mut problems = Vec::new();
+    if name.len() > 63 {
+        problems.push("must be no more than 63 characters");
+    }
+    let bytes = name.as_bytes();
+    let valid = bytes.first().is_some_and(u8::is_ascii_lowercase)
+        && bytes
+            .last()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
+    if !valid {
+        problems.push(DNS1035_LABEL_MESSAGE);
+    }
+    (!problems.is_empty()).then(|| problems.join(","))
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+/// The errors of `crd` (as decoded and defaulted: `singular` and `listKind` filled in).
+pub fn validate(crd: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let spec = &crd["spec"];
+    let names = &spec["names"];
+    let group = text(&spec["group"]);
+    let name = text(&crd["metadata"]["name"]);
+    if !name.is_empty() && name != format!("{}.{group}", text(&names["plural"])) {
+        errors.push(FieldError::invalid(
+            "metadata.name",
+            Value::from(name),
+            r#"must be spec.names.plural+"."+spec.group"#,
+        ));
+    }
+
+    if group.is_empty() {
+        errors.push(FieldError::required("spec.group", ""));
+    } else if !is_dns1123_subdomain(group) {
+        errors.push(FieldError::invalid(
+            "spec.group",
+            Value::from(group),
+            DNS1123_SUBDOMAIN_MESSAGE,
+        ));
+    } else if !group.contains('.') {
+        errors.push(FieldError::invalid(
+            "spec.group",
+            Value::from(group),
+            "should be a domain with at least one dot",
+        ));
+    }
+
+    match text(&spec["scope"]) {
+        "" => errors.push(FieldError::required("spec.scope", "")),
+        "Cluster" | "Namespaced" => {}
+        other => errors.push(FieldError::new(
+            FieldErrorKind::NotSupported,
+            "spec.scope",
+            Value::from(other),
+            r#"supported values: "Cluster", "Namespaced""#,
+        )),
+    }
+
+    let no_versions = Vec::new();
+    let versions = spec["versions"].as_array().unwrap_or(&no_versions);
+    let alike = |field: &str| {
+        versions.len() > 1
+            && versions
+                .iter()
+                .all(|v| v.get(field) == versions[0].get(field))
+            || versions.len() == 1
+    };
+    for (index, version) in versions.iter().enumerate() {
+        let path = format!("spec.versions[{index}]");
+        if version["schema"]["openAPIV3Schema"].is_null() {
+            errors.push(FieldError::required(
+                format!("{path}.schema.openAPIV3Schema"),
+                "",
+            ));
+        }
+        let version_name = text(&version["name"]);
+        if let Some(problems) = dns1035_problems(version_name) {
+            errors.push(FieldError::invalid(
+                format!("{path}.name"),
+                Value::from(version_name),
+                problems,
+            ));
+        }
+    }
+    for (index, version) in versions.iter().enumerate() {
+        let schema = &version["schema"]["openAPIV3Schema"];
+        if schema.is_object() && (index == 0 || !alike("schema")) {
+            let base = if alike("schema") {
+                "spec.validation.openAPIV3Schema".to_string()
+            } else {
+                format!("spec.versions[{index}].schema.openAPIV3Schema")
+            };
+            let subresources = &version["subresources"];
+            errors.extend(schema_errors(
+                schema,
+                &base,
+                subresources["status"].is_object(),
+            ));
+        }
+        if let Some(scale) = version["subresources"]
+            .get("scale")
+            .filter(|s| s.is_object())
+            && (index == 0 || !alike("subresources"))
+        {
+            let base = if alike("subresources") {
+                "spec.subresources.scale".to_string()
+            } else {
+                format!("spec.versions[{index}].subresources.scale")
+            };
+            errors.extend(scale_errors(scale, &base));
+        }
+        if let Some(columns) = version["additionalPrinterColumns"].as_array()
+            && (index == 0 || !alike("additionalPrinterColumns"))
+        {
+            let base = if alike("additionalPrinterColumns") {
+                "spec.additionalPrinterColumns".to_string()
+            } else {
+                format!("spec.versions[{index}].additionalPrinterColumns")
+            };
+            for (column_index, column) in columns.iter().enumerate() {
+                errors.extend(column_errors(column, &format!("{base}[{column_index}]")));
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    if !versions
+        .iter()
+        .all(|version| seen.insert(text(&version["name"])))
+    {
+        errors.push(FieldError::invalid(
+            "spec.versions",
+            spec["versions"].clone(),
+            "must contain unique version names",
+        ));
+    }
+    let storage = versions
+        .iter()
+        .filter(|version| version["storage"] == true)
+        .count();
+    if storage != 1 {
+        errors.push(FieldError::invalid(
+            "spec.versions",
+            spec["versions"].clone(),
+            "must have exactly one version marked as storage version",
+        ));
+    }
+
+    for field in ["plural", "singular", "kind", "listKind"] {
+        if text(&names[field]).is_empty() {
+            errors.push(FieldError::required(format!("spec.names.{field}"), ""));
+        }
+    }
+    errors.extend(names_errors(names, "spec.names"));
+    errors
+}
+
+/// kube's `ValidateCustomResourceDefinitionNames`.
+fn names_errors(names: &Value, base: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for field in ["plural", "singular"] {
+        let name = text(&names[field]);
+        if !name.is_empty()
+            && let Some(problems) = dns1035_problems(name)
+        {
+            errors.push(FieldError::invalid(
+                format!("{base}.{field}"),
+                Value::from(name),
+                problems,
+            ));
+        }
+    }
+    for field in ["kind", "listKind"] {
+        let name = text(&names[field]);
+        if !name.is_empty()
+            && let Some(problems) = dns1035_problems(&name.to_ascii_lowercase())
+        {
+            errors.push(FieldError::invalid(
+                format!("{base}.{field}"),
+                Value::from(name),
+                format!("may have mixed case, but should otherwise match: {problems}"),
+            ));
+        }
+    }
+    for (index, short) in names["shortNames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(problems) = dns1035_problems(text(short)) {
+            errors.push(FieldError::invalid(
+                format!("{base}.shortNames[{index}]"),
+                short.clone(),
+                problems,
+            ));
+        }
+    }
+    let kind = text(&names["kind"]);
+    if !kind.is_empty() && kind == text(&names["listKind"]) {
+        errors.push(FieldError::invalid(
+            format!("{base}.listKind"),
+            Value::from(kind),
+            "kind and listKind may not be the same",
+        ));
+    }
+    for (index, category) in names["categories"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(problems) = dns1035_problems(text(category)) {
+            errors.push(FieldError::invalid(
+                format!("{base}.categories[{index}]"),
+                category.clone(),
+                problems,
+            ));
+        }
+    }
+    errors
+}
+
+/// Where a schema node is: the root, a field of an object, or the items of a list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Root,
+    Field,
+    Item,
+}
+
+/// The errors of a version's schema: what makes it not structural, and value validations that
+/// cannot work. Sorted by their text, as kube sorts them.
+fn schema_errors(schema: &Value, base: &str, status_enabled: bool) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if schema["nullable"] == true {
+        errors.push(FieldError::new(
+            FieldErrorKind::Forbidden,
+            format!("{base}.nullable"),
+            Value::Null,
+            "nullable cannot be true at the root",
+        ));
+    }
+    let mut structural = Vec::new();
+    node_errors(schema, Level::Root, base, &mut structural);
+    structural.sort_by_key(ToString::to_string);
+    errors.extend(structural);
+    if status_enabled && schema["type"].as_str().is_some_and(|t| t != "object") {
+        errors.push(FieldError::invalid(
+            format!("{base}.type"),
+            schema["type"].clone(),
+            r#"only "object" is allowed as the type at the root of the schema if the status subresource is enabled"#,
+        ));
+    }
+    errors
+}
+
+fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldError>) {
+    let Some(fields) = node.as_object() else {
+        return;
+    };
+    let json_type = text(&node["type"]);
+    let int_or_string = node["x-kubernetes-int-or-string"] == true;
+    let preserve = node["x-kubernetes-preserve-unknown-fields"] == true;
+    let embedded = node["x-kubernetes-embedded-resource"] == true;
+    if json_type == "array" && !node["items"].is_object() {
+        errors.push(FieldError::required(
+            format!("{path}.items"),
+            "must be specified",
+        ));
+    }
+    if let Some(items) = fields.get("items") {
+        node_errors(items, Level::Item, &format!("{path}.items"), errors);
+    }
+    if let Some(properties) = fields.get("properties").and_then(Value::as_object) {
+        for (name, property) in properties {
+            node_errors(
+                property,
+                Level::Field,
+                &format!("{path}.properties[{name}]"),
+                errors,
+            );
+        }
+    }
+    if let Some(additional) = fields.get("additionalProperties") {
+        if level == Level::Root {
+            errors.push(FieldError::new(
+                FieldErrorKind::Forbidden,
+                format!("{path}.additionalProperties"),
+                Value::Null,
+                "must not be used at the root",
+            ));
+        }
+        if fields
+            .get("properties")
+            .is_some_and(|p| p.as_object().is_some_and(|p| !p.is_empty()))
+            && additional != &Value::Bool(false)
+        {
+            errors.push(FieldError::new(
+                FieldErrorKind::Forbidden,
+                format!("{path}.additionalProperties"),
+                Value::Null,
+                "additionalProperties and properties are mutual exclusive",
+            ));
+        }
+        node_errors(
+            additional,
+            Level::Field,
+            &format!("{path}.additionalProperties"),
+            errors,
+        );
+    }
+    if embedded && json_type != "object" {
+        if json_type.is_empty() {
+            errors.push(FieldError::required(
+                format!("{path}.type"),
+                "must be object if x-kubernetes-embedded-resource is true",
+            ));
+        } else {
+            errors.push(FieldError::invalid(
+                format!("{path}.type"),
+                Value::from(json_type),
+                "must be object if x-kubernetes-embedded-resource is true",
+            ));
+        }
+    } else if json_type.is_empty() && !int_or_string && !preserve {
+        let detail = match level {
+            Level::Root => "must not be empty at the root",
+            Level::Item => "must not be empty for specified array items",
+            Level::Field => "must not be empty for specified object fields",
+        };
+        errors.push(FieldError::required(format!("{path}.type"), detail));
+    }
+    if level == Level::Root && !json_type.is_empty() && json_type != "object" {
+        errors.push(FieldError::invalid(
+            format!("{path}.type"),
+            Value::from(json_type),
+            "must be object at the root",
+        ));
+    }
+    if !json_type.is_empty()
+        && !matches!(
+            json_type,
+            "object" | "array" | "string" | "integer" | "number" | "boolean"
+        )
+    {
+        errors.push(FieldError::new(
+            FieldErrorKind::NotSupported,
+            format!("{path}.type"),
+            Value::from(json_type),
+            r#"supported values: "array", "boolean", "integer", "number", "object", "string""#,
+        ));
+    }
+    if let Some(metadata) = node["properties"].get("metadata")
+        && level == Level::Root
+    {
+        let allowed = metadata["properties"]
+            .as_object()
+            .is_none_or(|p| p.keys().all(|k| k == "name" || k == "generateName"));
+        let extra = metadata.as_object().is_some_and(|m| {
+            m.keys()
+                .any(|k| !matches!(k.as_str(), "type" | "properties" | "description"))
+        });
+        if !allowed || extra {
+            errors.push(FieldError::new(
+                FieldErrorKind::Forbidden,
+                format!("{path}.properties[metadata]"),
+                Value::Null,
+                "must not specify anything other than name and generateName, but metadata is implicitly specified",
+            ));
+        }
+    }
+    if let Some(pattern) = node["pattern"].as_str()
+        && let Err(error) = regex::Regex::new(pattern)
+    {
+        // The parser's last line says what is wrong (`error: unclosed group`), as Go's
+        // `error parsing regexp: <what>: `<expression>`` does.
+        let error = error.to_string();
+        let what = error
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim_start_matches("error: ");
+        errors.push(FieldError::invalid(
+            format!("{path}.pattern"),
+            Value::from(pattern),
+            format!(
+                "must be a valid regular expression, but isn't: error parsing regexp: {what}: `{pattern}`"
+            ),
+        ));
+    }
+    if node["uniqueItems"] == true {
+        errors.push(FieldError::new(
+            FieldErrorKind::Forbidden,
+            format!("{path}.uniqueItems"),
+            Value::Null,
+            "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+        ));
+    }
+    if let Some(list_type) = node["x-kubernetes-list-type"].as_str() {
+        if json_type != "array" {
+            let detail = "must be array if x-kubernetes-list-type is specified";
+            errors.push(if json_type.is_empty() {
+                FieldError::required(format!("{path}.type"), detail)
+            } else {
+                FieldError::invalid(format!("{path}.type"), Value::from(json_type), detail)
+            });
+        }
+        if !matches!(list_type, "atomic" | "set" | "map") {
+            errors.push(FieldError::new(
+                FieldErrorKind::NotSupported,
+                format!("{path}.x-kubernetes-list-type"),
+                Value::from(list_type),
+                r#"supported values: "atomic", "set", "map""#,
+            ));
+        }
+        if list_type == "map" {
+            let keys = node["x-kubernetes-list-map-keys"].as_array();
+            if keys.is_none_or(Vec::is_empty) {
+                errors.push(FieldError::required(
+                    format!("{path}.x-kubernetes-list-map-keys"),
+                    "must not be empty if x-kubernetes-list-type is map",
+                ));
+            }
+            if node["items"]["type"] != "object" {
+                errors.push(FieldError::invalid(
+                    format!("{path}.items.type"),
+                    node["items"]["type"].clone(),
+                    "must be object for an array of list-type map",
+                ));
+            }
+        }
+    }
+    for combination in ["allOf", "anyOf", "oneOf"] {
+        for (index, branch) in node[combination]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            value_validation_errors(branch, &format!("{path}.{combination}[{index}]"), errors);
+        }
+    }
+    if node["not"].is_object() {
+        value_validation_errors(&node["not"], &format!("{path}.not"), errors);
+    }
+}
+
+/// Inside `allOf`, `anyOf`, `oneOf` and `not` a structural schema states only value
+/// validations: no type, default, or extensions (kube's `validateValueValidation`).
+fn value_validation_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let forbidden = [
+        ("type", "must be empty to be structural"),
+        ("additionalProperties", "must be undefined to be structural"),
+        ("default", "must be undefined to be structural"),
+        ("title", "must be empty to be structural"),
+        ("description", "must be empty to be structural"),
+        ("nullable", "must be false to be structural"),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-embedded-resource",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-int-or-string",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-list-map-keys",
+            "must be empty to be structural",
+        ),
+        (
+            "x-kubernetes-list-type",
+            "must be undefined to be structural",
+        ),
+        (
+            "x-kubernetes-map-type",
+            "must be undefined to be structural",
+        ),
+        ("x-kubernetes-validations", "must be empty to be structural"),
+    ];
+    for (field, detail) in forbidden {
+        if node
+            .get(field)
+            .is_some_and(|value| value != &Value::Bool(false))
+        {
+            errors.push(FieldError::new(
+                FieldErrorKind::Forbidden,
+                format!("{path}.{field}"),
+                Value::Null,
+                detail,
+            ));
+        }
+    }
+    for (name, property) in node["properties"].as_object().into_iter().flatten() {
+        value_validation_errors(property, &format!("{path}.properties[{name}]"), errors);
+    }
+    if node["items"].is_object() {
+        value_validation_errors(&node["items"], &format!("{path}.items"), errors);
+    }
+}
+
+/// kube's checks of a `scale` subresource.
+fn scale_errors(scale: &Value, base: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (field, prefix, detail) in [
+        (
+            "specReplicasPath",
+            ".spec.",
+            "should be a json path under .spec",
+        ),
+        (
+            "statusReplicasPath",
+            ".status.",
+            "should be a json path under .status",
+        ),
+    ] {
+        let path = text(&scale[field]);
+        if path.is_empty() {
+            errors.push(FieldError::required(format!("{base}.{field}"), ""));
+        } else if !path.starts_with(prefix) {
+            errors.push(FieldError::invalid(
+                format!("{base}.{field}"),
+                Value::from(path),
+                detail,
+            ));
+        }
+    }
+    let selector = text(&scale["labelSelectorPath"]);
+    if !selector.is_empty() && !selector.starts_with(".spec.") && !selector.starts_with(".status.")
+    {
+        errors.push(FieldError::invalid(
+            format!("{base}.labelSelectorPath"),
+            Value::from(selector),
+            "should be a json path under either .spec or .status",
+        ));
+    }
+    errors
+}
+
+/// kube's checks of a printer column.
+fn column_errors(column: &Value, base: &str) -> Vec<FieldError> {
+    const TYPES: &str = "boolean,date,integer,number,string";
+    const FORMATS: &str = "byte,date,date-time,double,float,int32,int64,password";
+    let mut errors = Vec::new();
+    if text(&column["name"]).is_empty() {
+        errors.push(FieldError::required(format!("{base}.name"), ""));
+    }
+    match text(&column["type"]) {
+        "" => errors.push(FieldError::required(
+            format!("{base}.type"),
+            format!("must be one of {TYPES}"),
+        )),
+        found if !TYPES.split(',').any(|known| known == found) => {
+            errors.push(FieldError::invalid(
+                format!("{base}.type"),
+                Value::from(found),
+                format!("must be one of {TYPES}"),
+            ));
+        }
+        _ => {}
+    }
+    let format = text(&column["format"]);
+    if !format.is_empty() && !FORMATS.split(',').any(|known| known == format) {
+        errors.push(FieldError::invalid(
+            format!("{base}.format"),
+            Value::from(format),
+            format!("must be one of {FORMATS}"),
+        ));
+    }
+    if text(&column["jsonPath"]).is_empty() {
+        errors.push(FieldError::required(format!("{base}.JSONPath"), ""));
+    }
+    errors
+}
+
+/// Fills in what kube-apiserver's defaulting fills in a CRD: `singular` (the kind in lower
+/// case) and `listKind` (`<Kind>List`), `served` … as k8s-openapi leaves them.
+pub fn default(crd: &mut Value) {
+    let names = &mut crd["spec"]["names"];
+    let Some(kind) = names["kind"].as_str().map(str::to_string) else {
+        return;
+    };
+    if text(&names["singular"]).is_empty() {
+        names["singular"] = Value::from(kind.to_ascii_lowercase());
+    }
+    if text(&names["listKind"]).is_empty() {
+        names["listKind"] = Value::from(format!("{kind}List"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd() -> Value {
+        json!({
+            "metadata": {"name": "foos.example.com"},
+            "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "foos", "singular": "foo", "kind": "Foo", "listKind": "FooList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                              "schema": {"openAPIV3Schema": {"type": "object"}}}],
+            },
+        })
+    }
+
+    fn messages(crd: &Value) -> Vec<String> {
+        validate(crd).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn a_good_crd_has_no_errors() {
+        assert!(messages(&crd()).is_empty());
+    }
+
+    #[test]
+    fn names_group_scope_and_versions_are_checked() {
+        let mut bad = crd();
+        bad["metadata"]["name"] = json!("bars.example.com");
+        bad["spec"]["scope"] = json!("Galaxy");
+        bad["spec"]["versions"][0]["storage"] = json!(false);
+        assert_eq!(
+            messages(&bad),
+            [
+                r#"metadata.name: Invalid value: "bars.example.com": must be spec.names.plural+"."+spec.group"#,
+                r#"spec.scope: Unsupported value: "Galaxy": supported values: "Cluster", "Namespaced""#,
+                r#"spec.versions: Invalid value: [{"name":"v1","schema":{"openAPIV3Schema":{"type":"object"}},"served":true,"storage":false}]: must have exactly one version marked as storage version"#,
+            ]
+        );
+        let mut bad = crd();
+        bad["spec"]["group"] = json!("example");
+        bad["metadata"]["name"] = json!("foos.example");
+        assert_eq!(
+            messages(&bad),
+            [r#"spec.group: Invalid value: "example": should be a domain with at least one dot"#]
+        );
+    }
+
+    #[test]
+    fn schemas_must_be_structural() {
+        let mut bad = crd();
+        bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+            "type": "object",
+            "properties": {
+                "spec": {"properties": {"size": {"type": "integer"}}},
+                "tags": {"type": "array"},
+                "name": {"type": "string", "pattern": "(unclosed"},
+            },
+        });
+        assert_eq!(
+            messages(&bad),
+            [
+                "spec.validation.openAPIV3Schema.properties[name].pattern: Invalid value: \"(unclosed\": must be a valid regular expression, but isn't: error parsing regexp: unclosed group: `(unclosed`",
+                "spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
+                "spec.validation.openAPIV3Schema.properties[tags].items: Required value: must be specified",
+            ]
+        );
+    }
+}
