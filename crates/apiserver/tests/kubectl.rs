@@ -579,6 +579,113 @@ async fn generators_dry_run_and_printing(version: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    additionalPrinterColumns:
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Mode, type: string, jsonPath: .spec.mode}
+    - {name: Note, type: string, jsonPath: .spec.note, priority: 1}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [mode]
+            properties:
+              replicas: {type: integer, minimum: 0, maximum: 10, default: 1}
+              mode: {type: string, enum: [fast, slow]}
+              note: {type: string}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+"#;
+
+/// A CRD with a schema, columns and scale: `get` shows its columns, a custom resource that
+/// breaks the schema gets kube's error, `scale` works on it.
+async fn custom_resources(version: &str) {
+    let (_server, dir, kubectl) = session(version).await;
+    kubectl.create(&write(&dir, "crd.yaml", WIDGET_CRD)).await;
+    let good = write(
+        &dir,
+        "good.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: good}\nspec: {mode: fast, note: hello}\n",
+    );
+    kubectl.create(&good).await;
+    let listed = kubectl.run(&["get", "widgets"]).await;
+    let lines: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "REPLICAS", "MODE"], "{listed}");
+    // The replicas came from the schema's default.
+    assert_eq!(lines[1], ["good", "1", "fast"], "{listed}");
+    let wide = kubectl.run(&["get", "wd", "-o", "wide"]).await;
+    assert!(wide.lines().next().unwrap().contains("NOTE"), "{wide}");
+    assert!(wide.contains("hello"), "{wide}");
+
+    let bad = write(
+        &dir,
+        "bad.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {mode: warp, replicas: 11}\n",
+    );
+    let refused = kubectl
+        .run_failing(&["create", "-f", bad.to_str().unwrap()])
+        .await;
+    assert!(refused.contains("Invalid"), "{refused}");
+    assert!(
+        refused
+            .contains(r#"spec.mode: Unsupported value: "warp": supported values: "fast", "slow""#),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(
+            "spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10"
+        ),
+        "{refused}"
+    );
+
+    kubectl
+        .run(&["scale", "widget", "good", "--replicas=3"])
+        .await;
+    let scaled = kubectl
+        .run(&["get", "widget", "good", "-o", "jsonpath={.spec.replicas}"])
+        .await;
+    assert_eq!(scaled, "3");
+    let refused = kubectl
+        .run_failing(&["scale", "widget", "good", "--replicas=20"])
+        .await;
+    assert!(
+        refused.contains("should be less than or equal to 10"),
+        "{refused}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_1_27() {
+    custom_resources("1.27").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_1_33() {
+    custom_resources("1.33").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generators_dry_run_and_printing_1_27() {
     generators_dry_run_and_printing("1.27").await;

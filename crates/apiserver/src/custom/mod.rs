@@ -12,13 +12,16 @@ pub mod coerce;
 pub mod definition;
 mod field_error;
 mod formats;
+mod json_path;
 mod list_type;
+pub mod table;
 pub mod validate;
 mod version;
 
 use serde_json::Value;
 
 pub use self::field_error::{FieldError, FieldErrorKind, go_float, go_quoted, write_go_value};
+pub use self::json_path::JsonPath;
 pub use self::version::{CustomVersion, PrinterColumn, ScalePaths};
 
 /// Makes `object`, a custom resource of `version` as decoded from a request, fit the version's

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::coerce::has_defaults;
+use super::json_path::JsonPath;
 use crate::structural::Node;
 
 /// One served version of a custom resource.
@@ -50,6 +51,8 @@ pub struct PrinterColumn {
     pub priority: i64,
     /// The simple JSONPath (`.spec.replicas`) of its value in an object.
     pub json_path: String,
+    /// The path read; `None` when it does not parse (the column then shows nothing).
+    pub path: Option<JsonPath>,
 }
 
 impl CustomVersion {
@@ -80,6 +83,7 @@ impl CustomVersion {
                 description: String::new(),
                 priority: 0,
                 json_path: ".metadata.creationTimestamp".into(),
+                path: JsonPath::parse(".metadata.creationTimestamp"),
             }],
         };
         Self {
@@ -94,13 +98,15 @@ impl CustomVersion {
 impl PrinterColumn {
     fn read(column: &Value) -> Option<Self> {
         let text = |field: &str| column[field].as_str().unwrap_or_default().to_string();
+        let json_path = column["jsonPath"].as_str()?.to_string();
         Some(Self {
+            path: JsonPath::parse(&json_path),
+            json_path,
             name: column["name"].as_str()?.to_string(),
             column_type: text("type"),
             format: text("format"),
             description: text("description"),
             priority: column["priority"].as_i64().unwrap_or(0),
-            json_path: column["jsonPath"].as_str()?.to_string(),
         })
     }
 }

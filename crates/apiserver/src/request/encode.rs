@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::negotiate::{Format, IncludeObject, Negotiated, View};
 use super::protobuf;
+use crate::custom::table;
 use crate::kinds::printers::{self, Printer};
 use crate::resource::ResourceKind;
 use crate::rest::status::ApiError;
@@ -117,12 +118,17 @@ impl<'a> Encoding<'a> {
         headers: bool,
     ) -> Value {
         let printer: Printer = printers::printer(self.kind);
+        let custom = self.kind.custom.as_deref();
         let now = jiff::Timestamp::now();
         let pods = self.kind.group.is_empty() && self.kind.plural == "pods";
         let rows: Vec<Value> = objects
             .map(|object| {
                 let mut row = Map::new();
-                row.insert("cells".into(), Value::Array((printer.cells)(object, now)));
+                let cells = match custom {
+                    Some(version) => table::cells(version, object, now),
+                    None => (printer.cells)(object, now),
+                };
+                row.insert("cells".into(), Value::Array(cells));
                 if pods && let Some(conditions) = pod_row_conditions(object) {
                     row.insert("conditions".into(), conditions);
                 }
@@ -139,13 +145,14 @@ impl<'a> Encoding<'a> {
             })
             .collect();
         let columns = if headers {
-            Value::Array(
-                printer
+            Value::Array(match custom {
+                Some(version) => table::column_definitions(version),
+                None => printer
                     .columns
                     .iter()
                     .map(printers::column_definition)
                     .collect(),
-            )
+            })
         } else {
             Value::Null
         };

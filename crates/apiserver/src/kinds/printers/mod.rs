@@ -129,6 +129,20 @@ pub fn printer(kind: &ResourceKind) -> Printer {
     found.unwrap_or(DEFAULT)
 }
 
+/// How long ago `timestamp` was, as kube's `HumanDuration` (`5m30s`); `<unknown>` without one.
+pub fn age(timestamp: &Value, now: jiff::Timestamp) -> String {
+    cells::age(timestamp, now)
+}
+
+/// The description of `ObjectMeta`'s field `name`, as kube's default columns describe it.
+pub fn metadata_description(name: &str) -> String {
+    definitions()
+        .get(META)
+        .and_then(|definition| definition["properties"][name]["description"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The JSON of a column definition, its description resolved.
 pub fn column_definition(column: &Column) -> Value {
     let description = match column.description {
