@@ -616,7 +616,7 @@ spec:
 "#;
 
 /// A CRD with a schema, columns and scale: `get` shows its columns, a custom resource that
-/// breaks the schema gets kube's error, `scale` works on it.
+/// breaks the schema gets kube's error, `scale` works on it, `explain` reads its schema.
 async fn custom_resources(version: &str) {
     let (_server, dir, kubectl) = session(version).await;
     kubectl.create(&write(&dir, "crd.yaml", WIDGET_CRD)).await;
@@ -673,6 +673,12 @@ async fn custom_resources(version: &str) {
         refused.contains("should be less than or equal to 10"),
         "{refused}"
     );
+
+    // The served OpenAPI carries the CRD's schema.
+    let explained = kubectl.run(&["explain", "widgets.spec"]).await;
+    assert!(explained.contains("replicas"), "{explained}");
+    assert!(explained.contains("mode"), "{explained}");
+    assert!(explained.contains("-required-"), "{explained}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -16,6 +16,8 @@ pub struct CustomVersion {
     /// The version's `openAPIV3Schema`; `None` when it has none (only the deprecated `v1beta1`
     /// CRDs may lack one).
     pub schema: Option<Arc<Node>>,
+    /// The schema as the CRD states it, for the OpenAPI documents.
+    pub openapi: Option<Value>,
     /// Whether the schema has a default anywhere (so reads fill defaults in too).
     pub has_defaults: bool,
     /// Its `scale` subresource, if it has one.
@@ -58,10 +60,11 @@ pub struct PrinterColumn {
 impl CustomVersion {
     /// Reads a version entry of a CRD's `spec.versions`.
     pub fn read(version: &Value) -> Self {
-        let schema = version["schema"]
+        let openapi = version["schema"]
             .get("openAPIV3Schema")
             .filter(|schema| schema.is_object())
-            .map(Node::compile);
+            .cloned();
+        let schema = openapi.as_ref().map(Node::compile);
         let scale = &version["subresources"]["scale"];
         let path = |field: &str| {
             scale[field]
@@ -89,6 +92,7 @@ impl CustomVersion {
         Self {
             has_defaults: schema.as_deref().is_some_and(has_defaults),
             schema,
+            openapi,
             scale,
             columns,
         }

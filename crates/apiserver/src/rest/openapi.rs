@@ -172,14 +172,11 @@ pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<
         match kind.builtin {
             Some(builtin) => add_reachable(&builtin.schema_name(), &mut schemas),
             None => {
-                schemas.insert(
-                    schema_name(kind),
-                    json!({
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true,
-                        "x-kubernetes-group-version-kind": [{"group": kind.group, "version": kind.version, "kind": kind.kind}],
-                    }),
-                );
+                let definition = custom_definition(kind);
+                if definition["properties"].get("metadata").is_some() {
+                    add_reachable(OBJECT_META, &mut schemas);
+                }
+                schemas.insert(schema_name(kind), definition);
             }
         }
     }
@@ -189,6 +186,45 @@ pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<
         "paths": paths,
         "components": {"schemas": schemas},
     }))
+}
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// A custom resource's definition, as kube-apiserver's CRD OpenAPI builder makes it: the
+/// version's schema with `apiVersion`, `kind` and `metadata` (ObjectMeta) added; without a
+/// schema, anything.
+fn custom_definition(kind: &ResourceKind) -> Value {
+    let gvk = json!([{"group": kind.group, "version": kind.version, "kind": kind.kind}]);
+    let Some(mut definition) = kind
+        .custom
+        .as_ref()
+        .and_then(|custom| custom.openapi.clone())
+        .filter(Value::is_object)
+    else {
+        return json!({
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-group-version-kind": gvk,
+        });
+    };
+    let properties = &mut definition["properties"];
+    if !properties.is_object() {
+        *properties = json!({});
+    }
+    properties["apiVersion"] = json!({
+        "type": "string",
+        "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+    });
+    properties["kind"] = json!({
+        "type": "string",
+        "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+    });
+    properties["metadata"] = json!({
+        "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+        "allOf": [{"$ref": format!("{V3_REF_PREFIX}{OBJECT_META}")}],
+    });
+    definition["x-kubernetes-group-version-kind"] = gvk;
+    definition
 }
 
 /// Adds the definition `name` and every definition it refers to, directly or not.
