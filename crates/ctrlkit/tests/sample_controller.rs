@@ -397,3 +397,48 @@ async fn a_deployment_scaled_by_hand_is_scaled_back(writes: Writes) {
         .await;
     harness.stop().await;
 }
+
+/// The Foo CRD's schema: the server refuses what it refuses, fills in its default, and its
+/// scale subresource drives the Deployment.
+#[tokio::test(start_paused = true)]
+async fn the_foo_schema_refuses_defaults_and_scales() {
+    let harness = Harness::start(Writes::Patch).await;
+    let refused = harness
+        .foos()
+        .create(
+            &PostParams::default(),
+            &Foo::new(
+                "too-many",
+                FooSpec {
+                    deployment_name: "Not_A_Name".into(),
+                    replicas: Some(11),
+                },
+            ),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused}");
+    };
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        r#"Foo.samplecontroller.k8s.io "too-many" is invalid: [spec.deploymentName: Invalid value: "Not_A_Name": spec.deploymentName in body should match '^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$', spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10]"#
+    );
+
+    let created = harness.create_foo("zeta", "zeta-nginx", None).await;
+    assert_eq!(created.spec.replicas, Some(1));
+    harness
+        .deployment_when("zeta-nginx", |d| d.spec.replicas == Some(1))
+        .await;
+    let scale = Patch::Merge(json!({"spec": {"replicas": 3}}));
+    harness
+        .foos()
+        .patch_scale("zeta", &PatchParams::default(), &scale)
+        .await
+        .unwrap();
+    harness
+        .deployment_when("zeta-nginx", |d| d.spec.replicas == Some(3))
+        .await;
+    harness.stop().await;
+}

@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
-    CustomResourceDefinitionVersion, CustomResourceSubresourceStatus, CustomResourceSubresources,
-    CustomResourceValidation, JSONSchemaProps,
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresourceScale,
+    CustomResourceSubresourceStatus, CustomResourceSubresources, CustomResourceValidation, JSON,
+    JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
@@ -42,6 +43,16 @@ fn object(
     }
 }
 
+/// A column of `kubectl get foos`.
+fn column(name: &str, type_: &str, json_path: &str) -> CustomResourceColumnDefinition {
+    CustomResourceColumnDefinition {
+        name: name.into(),
+        type_: type_.into(),
+        json_path: json_path.into(),
+        ..CustomResourceColumnDefinition::default()
+    }
+}
+
 fn typed(type_: &str, description: &str) -> JSONSchemaProps {
     JSONSchemaProps {
         type_: Some(type_.into()),
@@ -52,21 +63,26 @@ fn typed(type_: &str, description: &str) -> JSONSchemaProps {
 
 /// The CustomResourceDefinition `foos.samplecontroller.k8s.io`: namespaced, one served and
 /// stored version `v1alpha1` whose schema describes [`FooSpec`](super::FooSpec) and
-/// [`FooStatus`](super::FooStatus) (1 to 10 replicas), with the status subresource enabled so
-/// that spec and status are written apart.
+/// [`FooStatus`](super::FooStatus): a Deployment name that is a DNS label (or empty, which the
+/// reconciler reports), 1 to 10 replicas defaulting to 1. The status subresource keeps spec
+/// and status written apart, the scale subresource lets `kubectl scale foo` set the replicas,
+/// and `kubectl get foos` shows the Deployment, desired and available replicas.
 pub fn foo_crd() -> CustomResourceDefinition {
     let replicas = JSONSchemaProps {
         minimum: Some(1.0),
         maximum: Some(10.0),
+        default: Some(JSON(serde_json::json!(1))),
         ..typed("integer", "How many replicas the Deployment should run.")
     };
-    let spec = object([
-        (
-            "deploymentName",
-            typed("string", "The name of the Deployment the Foo owns."),
-        ),
-        ("replicas", replicas),
-    ]);
+    let deployment_name = JSONSchemaProps {
+        max_length: Some(63),
+        pattern: Some("^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$".into()),
+        ..typed("string", "The name of the Deployment the Foo owns.")
+    };
+    let spec = JSONSchemaProps {
+        required: Some(vec!["deploymentName".into()]),
+        ..object([("deploymentName", deployment_name), ("replicas", replicas)])
+    };
     let status = object([(
         "availableReplicas",
         typed("integer", "The Deployment's available replicas."),
@@ -96,8 +112,18 @@ pub fn foo_crd() -> CustomResourceDefinition {
                 }),
                 subresources: Some(CustomResourceSubresources {
                     status: Some(CustomResourceSubresourceStatus(serde_json::json!({}))),
-                    scale: None,
+                    scale: Some(CustomResourceSubresourceScale {
+                        spec_replicas_path: ".spec.replicas".into(),
+                        status_replicas_path: ".status.availableReplicas".into(),
+                        label_selector_path: None,
+                    }),
                 }),
+                additional_printer_columns: Some(vec![
+                    column("Deployment", "string", ".spec.deploymentName"),
+                    column("Desired", "integer", ".spec.replicas"),
+                    column("Available", "integer", ".status.availableReplicas"),
+                    column("Age", "date", ".metadata.creationTimestamp"),
+                ]),
                 ..CustomResourceDefinitionVersion::default()
             }],
             ..CustomResourceDefinitionSpec::default()
@@ -159,7 +185,15 @@ mod tests {
         assert_eq!(spec["names"]["plural"], "foos");
         let version = &spec["versions"][0];
         assert_eq!(version["name"], "v1alpha1");
-        assert_eq!(version["subresources"], json!({"status": {}}));
+        assert_eq!(
+            version["subresources"],
+            json!({"status": {}, "scale": {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.availableReplicas",
+            }})
+        );
+        assert_eq!(version["additionalPrinterColumns"][0]["name"], "Deployment");
+        assert_eq!(schema_default(&crd), json!(1));
         let schema = &version["schema"]["openAPIV3Schema"]["properties"];
         assert_eq!(
             schema["spec"]["properties"]["deploymentName"]["type"],
@@ -171,5 +205,11 @@ mod tests {
             "integer"
         );
         assert!(!is_established(&foo_crd()));
+    }
+
+    fn schema_default(crd: &serde_json::Value) -> serde_json::Value {
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["replicas"]["default"]
+            .clone()
     }
 }

@@ -30,8 +30,8 @@ pub struct Foo {
 pub struct FooSpec {
     /// The name of the Deployment to keep; an empty name is an error that retrying cannot fix.
     pub deployment_name: String,
-    /// How many replicas the Deployment should have; when unset, the Deployment's own count is
-    /// left alone.
+    /// How many replicas the Deployment should have (the CRD's schema defaults it to 1); when
+    /// unset, the Deployment's own count is left alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
 }
