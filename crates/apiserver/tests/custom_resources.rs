@@ -671,3 +671,153 @@ fn merge(target: &mut Value, change: &Value) {
         (target, change) => *target = change.clone(),
     }
 }
+
+fn ruled_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"spec": {
+            "type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "self.min <= self.max", "message": "min must not exceed max"},
+                {"rule": "self.max >= oldSelf.max",
+                 "messageExpression": "'max may not shrink below ' + string(oldSelf.max)"},
+                {"rule": "!has(self.secret)", "reason": "FieldValueForbidden",
+                 "fieldPath": ".secret", "message": "is set by the controller"},
+            ],
+            "properties": {
+                "min": {"type": "integer"},
+                "max": {"type": "integer"},
+                "secret": {"type": "string"},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "name": {"type": "string",
+                         "x-kubernetes-validations": [{"rule": "self.startsWith('w-')"}]},
+            },
+        }},
+    })
+}
+
+#[tokio::test]
+async fn cel_rules_hold_on_create_and_update() {
+    let (_server, client) = server().await;
+    widgets_with(&client, ruled_schema(), false).await;
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"min": 5, "max": 2}),
+            "spec: Invalid value: min must not exceed max",
+        ),
+        (
+            json!({"min": 1, "max": 2, "secret": "x"}),
+            "spec.secret: Forbidden: is set by the controller",
+        ),
+        (
+            json!({"min": 1, "max": 2, "name": "gadget"}),
+            r#"spec.name: Invalid value: "gadget": failed rule: self.startsWith('w-')"#,
+        ),
+        (
+            // A schema error keeps the rules from running, and says so.
+            json!({"min": 5, "max": 2, "mode": "c"}),
+            r#"[spec.mode: Unsupported value: "c": supported values: "a", "b", : Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]"#,
+        ),
+    ];
+    for (spec, expected) in cases {
+        let refused = send(
+            &client,
+            "POST",
+            WIDGETS,
+            "application/json",
+            widget("w", spec.clone()),
+        )
+        .await
+        .expect_err(expected);
+        assert_eq!(refused.code, 422, "{spec}");
+        assert_eq!(
+            refused.message,
+            format!("Widget.example.com \"w\" is invalid: {expected}"),
+            "{spec}"
+        );
+    }
+
+    send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget("w", json!({"min": 1, "max": 5})),
+    )
+    .await
+    .unwrap();
+    // The transition rule compares with the stored object.
+    let shrunk = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        "application/merge-patch+json",
+        json!({"spec": {"max": 3}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        shrunk.message,
+        r#"Widget.example.com "w" is invalid: spec: Invalid value: max may not shrink below 5"#
+    );
+    let grown = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        "application/merge-patch+json",
+        json!({"spec": {"max": 7}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(grown["spec"]["max"], 7);
+}
+
+#[tokio::test]
+async fn a_rule_that_does_not_compile_refuses_the_crd() {
+    let (_server, client) = server().await;
+    let mut schema = ruled_schema();
+    schema["properties"]["spec"]["x-kubernetes-validations"] = json!([
+        {"rule": "self.min <="},
+        {"rule": "true", "reason": "Because"},
+    ]);
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": schema}}],
+        },
+    });
+    let refused = send(
+        &client,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        crd,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code, 422);
+    let details = refused.details.unwrap();
+    let fields: Vec<&str> = details.causes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule",
+            "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].reason",
+        ]
+    );
+    assert!(
+        details.causes[0]
+            .message
+            .starts_with(r#"Invalid value: {"rule":"self.min <="}: compilation failed: "#),
+        "{}",
+        details.causes[0].message
+    );
+    assert_eq!(
+        details.causes[1].message,
+        r#"Unsupported value: "Because": supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#
+    );
+}

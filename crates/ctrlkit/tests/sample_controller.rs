@@ -398,8 +398,8 @@ async fn a_deployment_scaled_by_hand_is_scaled_back(writes: Writes) {
     harness.stop().await;
 }
 
-/// The Foo CRD's schema: the server refuses what it refuses, fills in its default, and its
-/// scale subresource drives the Deployment.
+/// The Foo CRD's schema: the server refuses what it refuses, fills in its default, its scale
+/// subresource drives the Deployment, and its CEL rule keeps the Deployment's name.
 #[tokio::test(start_paused = true)]
 async fn the_foo_schema_refuses_defaults_and_scales() {
     let harness = Harness::start(Writes::Patch).await;
@@ -440,5 +440,19 @@ async fn the_foo_schema_refuses_defaults_and_scales() {
     harness
         .deployment_when("zeta-nginx", |d| d.spec.replicas == Some(3))
         .await;
+
+    let rename = Patch::Merge(json!({"spec": {"deploymentName": "other"}}));
+    let refused = harness
+        .foos()
+        .patch("zeta", &PatchParams::default(), &rename)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused}");
+    };
+    assert_eq!(
+        status.message,
+        r#"Foo.samplecontroller.k8s.io "zeta" is invalid: spec: Invalid value: deploymentName is immutable"#
+    );
     harness.stop().await;
 }

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::field_error::{FieldError, FieldErrorKind};
 use crate::storage::meta::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_subdomain};
+use crate::structural::environment;
 
 const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
@@ -455,6 +456,7 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
             }
         }
     }
+    rule_errors(node, path, errors);
     for combination in ["allOf", "anyOf", "oneOf"] {
         for (index, branch) in node[combination]
             .as_array()
@@ -468,6 +470,85 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
     if node["not"].is_object() {
         value_validation_errors(&node["not"], &format!("{path}.not"), errors);
     }
+}
+
+/// The errors of a node's CEL rules: each must be given and compile, as must its message
+/// expression, and its reason be one kube knows.
+fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    const REASONS: &str = r#"supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#;
+    let rules = node["x-kubernetes-validations"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    for (index, rule) in rules.enumerate() {
+        let base = format!("{path}.x-kubernetes-validations[{index}]");
+        let source = text(&rule["rule"]);
+        if source.is_empty() {
+            errors.push(FieldError::required(
+                format!("{base}.rule"),
+                "rule is not specified",
+            ));
+        } else if let Err(error) = environment().compile(source) {
+            errors.push(FieldError::invalid(
+                format!("{base}.rule"),
+                rule.clone(),
+                format!("compilation failed: {}", one_line(&error.to_string())),
+            ));
+        }
+        if let Some(message) = rule.get("message").and_then(Value::as_str) {
+            if message.trim().is_empty() {
+                errors.push(FieldError::invalid(
+                    format!("{base}.message"),
+                    Value::from(message),
+                    "must be non-empty if specified",
+                ));
+            } else if message.contains('\n') {
+                errors.push(FieldError::invalid(
+                    format!("{base}.message"),
+                    Value::from(message),
+                    "must not contain line breaks",
+                ));
+            }
+        }
+        if let Some(expression) = rule.get("messageExpression").and_then(Value::as_str) {
+            if expression.trim().is_empty() {
+                errors.push(FieldError::required(
+                    format!("{base}.messageExpression"),
+                    "messageExpression must be non-empty if specified",
+                ));
+            } else if let Err(error) = environment().compile(expression) {
+                errors.push(FieldError::invalid(
+                    format!("{base}.messageExpression"),
+                    rule.clone(),
+                    format!(
+                        "messageExpression compilation failed: {}",
+                        one_line(&error.to_string())
+                    ),
+                ));
+            }
+        }
+        if let Some(reason) = rule.get("reason").and_then(Value::as_str)
+            && !matches!(
+                reason,
+                "FieldValueDuplicate"
+                    | "FieldValueForbidden"
+                    | "FieldValueInvalid"
+                    | "FieldValueRequired"
+            )
+        {
+            errors.push(FieldError::new(
+                FieldErrorKind::NotSupported,
+                format!("{base}.reason"),
+                Value::from(reason),
+                REASONS,
+            ));
+        }
+    }
+}
+
+/// A compiler's message on one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Inside `allOf`, `anyOf`, `oneOf` and `not` a structural schema states only value

@@ -72,6 +72,8 @@ pub struct FieldError {
     pub field: String,
     /// The bad value, shown in the message where its kind shows one.
     pub value: Value,
+    /// Whether the message leaves the value out even so (a CEL rule's error on an object).
+    pub value_omitted: bool,
     /// What more the message says.
     pub detail: String,
 }
@@ -88,8 +90,16 @@ impl FieldError {
             kind,
             field: field.into(),
             value,
+            value_omitted: false,
             detail: detail.into(),
         }
+    }
+
+    /// This error without its value in the message.
+    #[must_use]
+    pub fn omitting_value(mut self) -> Self {
+        self.value_omitted = true;
+        self
     }
 
     /// `Required value` on `field`.
@@ -105,7 +115,7 @@ impl FieldError {
     /// The message without the field (`field.Error.ErrorBody`).
     pub fn body(&self) -> String {
         let mut body = self.kind.text().to_string();
-        if self.kind.shows_value() {
+        if self.kind.shows_value() && !self.value_omitted {
             body.push_str(": ");
             write_go_value(&mut body, &self.value);
         }

@@ -14,11 +14,14 @@ mod field_error;
 mod formats;
 mod json_path;
 mod list_type;
+mod rules;
 pub mod table;
 pub mod validate;
 mod version;
 
 use serde_json::Value;
+
+use crate::structural::Node;
 
 pub use self::field_error::{FieldError, FieldErrorKind, go_float, go_quoted, write_go_value};
 pub use self::json_path::JsonPath;
@@ -80,8 +83,40 @@ pub fn validate_create(version: &CustomVersion, object: &Value) -> Vec<FieldErro
     }
     if let Some(schema) = version.schema.as_deref() {
         errors.extend(list_type::validate(schema, object));
+        errors.extend(rules_unless_blocked(schema, &errors, object, None));
     }
     errors
+}
+
+/// The errors of the CEL rules, unless the schema's errors already make the object one that
+/// rules cannot be run on (kube's `hasBlockingErr`): then one error says they were not run.
+fn rules_unless_blocked(
+    schema: &Node,
+    errors: &[FieldError],
+    new: &Value,
+    old: Option<&Value>,
+) -> Vec<FieldError> {
+    if !schema.rules_below {
+        return Vec::new();
+    }
+    let blocking = errors.iter().any(|error| {
+        matches!(
+            error.kind,
+            FieldErrorKind::NotSupported
+                | FieldErrorKind::Required
+                | FieldErrorKind::TooLong
+                | FieldErrorKind::TooMany
+                | FieldErrorKind::TypeInvalid
+        )
+    });
+    if blocking {
+        return vec![FieldError::invalid(
+            "",
+            Value::Null,
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        )];
+    }
+    rules::validate(schema, new, old)
 }
 
 /// The errors of an update of `old` to `new`: what did not change is not held against it.
@@ -95,6 +130,10 @@ pub fn validate_update(
     let mut errors = Vec::new();
     let schema = version.schema.as_deref();
     if status_only {
+        let mut merged = old.clone();
+        if let (Some(fields), Some(status)) = (merged.as_object_mut(), new.get("status")) {
+            fields.insert("status".into(), status.clone());
+        }
         if let (Some(status), Some(status_schema)) = (
             new.get("status"),
             schema.and_then(|schema| schema.properties.get("status")),
@@ -109,6 +148,9 @@ pub fn validate_update(
         if let Some(scale) = &version.scale {
             errors.extend(scale_status(new, scale));
         }
+        if let Some(schema) = schema {
+            errors.extend(rules_unless_blocked(schema, &errors, &merged, Some(old)));
+        }
         return errors;
     }
     if let Some(schema) = schema {
@@ -122,6 +164,9 @@ pub fn validate_update(
         && list_type::validate(schema, old).is_empty()
     {
         errors.extend(list_type::validate(schema, new));
+    }
+    if let Some(schema) = schema {
+        errors.extend(rules_unless_blocked(schema, &errors, new, Some(old)));
     }
     errors
 }

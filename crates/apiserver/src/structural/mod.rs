@@ -6,6 +6,7 @@
 //! Children are shared (`Arc`), so a walker can hold a node of the tree without copying it.
 
 mod checks;
+mod rules;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use self::checks::{Bound, Checks, Pattern};
+pub use self::rules::{Compiled, Rule, environment};
 
 /// The JSON type a node declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +72,10 @@ pub struct Node {
     pub default: Option<Value>,
     /// The value validations; `None` when the node has none.
     pub checks: Option<Box<Checks>>,
+    /// The CEL validation rules (`x-kubernetes-validations`).
+    pub rules: Vec<Arc<Rule>>,
+    /// Whether this node or one below it has CEL rules.
+    pub rules_below: bool,
 }
 
 impl Node {
@@ -89,7 +95,7 @@ impl Node {
             Some("boolean") => Some(JsonType::Boolean),
             _ => None,
         };
-        let properties = schema["properties"]
+        let properties: BTreeMap<Arc<str>, Arc<Node>> = schema["properties"]
             .as_object()
             .map(|properties| {
                 properties
@@ -124,7 +130,18 @@ impl Node {
             ),
             _ => ListType::Atomic,
         };
+        let rules = Rule::read_all(schema);
+        let rules_below = !rules.is_empty()
+            || properties
+                .values()
+                .any(|child: &Arc<Node>| child.rules_below)
+            || additional_properties
+                .as_ref()
+                .is_some_and(|child| child.rules_below)
+            || items.as_ref().is_some_and(|child| child.rules_below);
         Node {
+            rules,
+            rules_below,
             json_type,
             properties,
             additional_properties,

@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
     CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresourceScale,
     CustomResourceSubresourceStatus, CustomResourceSubresources, CustomResourceValidation, JSON,
-    JSONSchemaProps,
+    JSONSchemaProps, ValidationRule,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
@@ -64,7 +64,7 @@ fn typed(type_: &str, description: &str) -> JSONSchemaProps {
 /// The CustomResourceDefinition `foos.samplecontroller.k8s.io`: namespaced, one served and
 /// stored version `v1alpha1` whose schema describes [`FooSpec`](super::FooSpec) and
 /// [`FooStatus`](super::FooStatus): a Deployment name that is a DNS label (or empty, which the
-/// reconciler reports), 1 to 10 replicas defaulting to 1. The status subresource keeps spec
+/// reconciler reports) and never changes (a CEL rule), 1 to 10 replicas defaulting to 1. The status subresource keeps spec
 /// and status written apart, the scale subresource lets `kubectl scale foo` set the replicas,
 /// and `kubectl get foos` shows the Deployment, desired and available replicas.
 pub fn foo_crd() -> CustomResourceDefinition {
@@ -81,6 +81,12 @@ pub fn foo_crd() -> CustomResourceDefinition {
     };
     let spec = JSONSchemaProps {
         required: Some(vec!["deploymentName".into()]),
+        // The Foo owns the Deployment it names: renaming would orphan it.
+        x_kubernetes_validations: Some(vec![ValidationRule {
+            rule: "self.deploymentName == oldSelf.deploymentName".into(),
+            message: Some("deploymentName is immutable".into()),
+            ..ValidationRule::default()
+        }]),
         ..object([("deploymentName", deployment_name), ("replicas", replicas)])
     };
     let status = object([(

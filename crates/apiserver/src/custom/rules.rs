@@ -1,0 +1,267 @@
+//! The CEL validation rules of a custom resource's schema (`x-kubernetes-validations`), run on
+//! a write as kube-apiserver runs them (apiextensions-apiserver's `schema/cel`): each rule sees
+//! its node's value as `self` and, on an update, the value it replaces as `oldSelf`; a
+//! transition rule (one that reads `oldSelf`) runs only when there is an old value; a value
+//! equal to the one it replaces is not checked again (ratcheting). A rule that does not hold is
+//! an error on its node (or its `fieldPath`) with its `message`, `messageExpression` or
+//! `failed rule: <rule>`, of its `reason`'s type.
+
+use std::fmt::Write as _;
+
+use cel::{Context, Value as CelValue};
+use serde_json::Value;
+
+use super::field_error::{FieldError, FieldErrorKind};
+use crate::structural::{JsonType, ListType, Node, Rule, environment};
+
+/// The errors of the rules under `node` for `value` (replacing `old`, on an update).
+pub fn validate(node: &Node, value: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut path = String::new();
+    walk(node, value, old, &mut path, &mut errors);
+    errors
+}
+
+fn walk(
+    node: &Node,
+    value: &Value,
+    old: Option<&Value>,
+    path: &mut String,
+    errors: &mut Vec<FieldError>,
+) {
+    if !node.rules_below {
+        return;
+    }
+    for rule in &node.rules {
+        if let Some(error) = check(node, rule, value, old, path) {
+            errors.push(error);
+        }
+    }
+    let length = path.len();
+    match value {
+        Value::Object(fields) => {
+            for (name, child) in &node.properties {
+                let Some(field) = fields.get(name.as_ref()) else {
+                    continue;
+                };
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(name);
+                walk(
+                    child,
+                    field,
+                    old.and_then(|old| old.get(name.as_ref())),
+                    path,
+                    errors,
+                );
+                path.truncate(length);
+            }
+            if let Some(values) = node.additional_properties.as_deref() {
+                for (key, field) in fields {
+                    if node.properties.contains_key(key.as_str()) {
+                        continue;
+                    }
+                    let _ = write!(path, "[{key}]");
+                    walk(
+                        values,
+                        field,
+                        old.and_then(|old| old.get(key)),
+                        path,
+                        errors,
+                    );
+                    path.truncate(length);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let Some(items_node) = node.items.as_deref() else {
+                return;
+            };
+            for (index, item) in items.iter().enumerate() {
+                // Only a map list's items have an old counterpart: the item with the same keys.
+                let old_item = match (&node.list_type, old) {
+                    (ListType::Map(keys), Some(Value::Array(old_items))) => {
+                        old_items.iter().find(|candidate| {
+                            keys.iter()
+                                .all(|key| candidate.get(key.as_ref()) == item.get(key.as_ref()))
+                        })
+                    }
+                    _ => None,
+                };
+                let _ = write!(path, "[{index}]");
+                walk(items_node, item, old_item, path, errors);
+                path.truncate(length);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Runs `rule` on `value`; the error when it does not hold.
+fn check(
+    node: &Node,
+    rule: &Rule,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+) -> Option<FieldError> {
+    if rule.uses_old_self && old.is_none() {
+        return None;
+    }
+    if !rule.uses_old_self && old == Some(value) {
+        // Ratcheting: an unchanged value is not held to a rule again.
+        return None;
+    }
+    let type_name = Value::from(match node.json_type {
+        Some(JsonType::Object) => "object",
+        Some(JsonType::Array) => "array",
+        Some(JsonType::String) => "string",
+        Some(JsonType::Integer) => "integer",
+        Some(JsonType::Number) => "number",
+        Some(JsonType::Boolean) => "boolean",
+        None => "",
+    });
+    let program = match &rule.program {
+        Ok(program) => program,
+        Err(error) => {
+            return Some(FieldError::invalid(
+                path,
+                type_name,
+                format!("rule compile error: {error}"),
+            ));
+        }
+    };
+    let mut context = Context::with_env(environment().clone());
+    if context.add_variable("self", value).is_err()
+        || old.is_some_and(|old| context.add_variable("oldSelf", old).is_err())
+    {
+        return Some(FieldError::invalid(
+            path,
+            type_name,
+            format!("could not read the value for rule: {}", rule.error_string()),
+        ));
+    }
+    match program.execute(&context) {
+        Ok(CelValue::Bool(true)) => return None,
+        Ok(CelValue::Bool(false)) => {}
+        Ok(other) => {
+            return Some(FieldError::invalid(
+                path,
+                type_name,
+                format!(
+                    "rule evaluated to {other:?}, not a bool: {}",
+                    rule.error_string()
+                ),
+            ));
+        }
+        Err(error) => {
+            return Some(FieldError::invalid(
+                path,
+                type_name,
+                format!("{error} evaluating rule: {}", rule.error_string()),
+            ));
+        }
+    }
+    let field = match (path.is_empty(), rule.field_path.is_empty()) {
+        (_, true) => path.to_string(),
+        (true, false) => rule.field_path.clone(),
+        (false, false) => format!("{path}.{}", rule.field_path),
+    };
+    let detail = message(rule, &context).unwrap_or_else(|| {
+        if rule.message.trim().is_empty() {
+            format!("failed rule: {}", rule.error_string())
+        } else {
+            rule.message.trim().to_string()
+        }
+    });
+    let error = match rule.reason.as_deref() {
+        Some("FieldValueForbidden") => {
+            FieldError::new(FieldErrorKind::Forbidden, field, Value::Null, detail)
+        }
+        Some("FieldValueRequired") => FieldError::required(field, detail),
+        Some("FieldValueDuplicate") => {
+            FieldError::new(FieldErrorKind::Duplicate, field, value.clone(), "")
+        }
+        _ => FieldError::invalid(field, value.clone(), detail),
+    };
+    // An object's or list's value is left out of the message.
+    Some(
+        if matches!(node.json_type, Some(JsonType::Object | JsonType::Array)) {
+            error.omitting_value()
+        } else {
+            error
+        },
+    )
+}
+
+/// The detail a rule's `messageExpression` computes: a non-empty string on one line, else
+/// nothing (kube then falls back to the message).
+fn message(rule: &Rule, context: &Context<'_, '_>) -> Option<String> {
+    let (_, Ok(program)) = rule.message_expression.as_ref()? else {
+        return None;
+    };
+    match program.execute(context) {
+        Ok(CelValue::String(text)) if !text.trim().is_empty() && !text.contains('\n') => {
+            Some(text.to_string())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> std::sync::Arc<Node> {
+        Node::compile(&json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "x-kubernetes-validations": [
+                    {"rule": "self.min <= self.max", "message": "min must not exceed max"},
+                    {"rule": "self.max <= oldSelf.max", "messageExpression": "'max may only shrink, not grow to ' + string(self.max)"},
+                    {"rule": "!has(self.secret)", "reason": "FieldValueForbidden", "fieldPath": ".secret", "message": "is not allowed"},
+                ],
+                "properties": {
+                    "min": {"type": "integer"},
+                    "max": {"type": "integer"},
+                    "secret": {"type": "string"},
+                    "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.startsWith('w-')"}]},
+                },
+            }},
+        }))
+    }
+
+    fn messages(value: &Value, old: Option<&Value>) -> Vec<String> {
+        validate(&schema(), value, old)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn rules_report_their_messages_reasons_and_paths() {
+        let value = json!({"spec": {"min": 5, "max": 2, "secret": "x", "name": "bad"}});
+        assert_eq!(
+            messages(&value, None),
+            [
+                "spec: Invalid value: min must not exceed max",
+                "spec.secret: Forbidden: is not allowed",
+                r#"spec.name: Invalid value: "bad": failed rule: self.startsWith('w-')"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn transition_rules_run_on_updates_and_unchanged_values_are_not_checked_again() {
+        let old = json!({"spec": {"min": 1, "max": 2, "name": "bad"}});
+        let grown = json!({"spec": {"min": 1, "max": 3, "name": "bad"}});
+        assert_eq!(
+            messages(&grown, Some(&old)),
+            ["spec: Invalid value: max may only shrink, not grow to 3"]
+        );
+        assert!(messages(&old, Some(&old)).is_empty());
+    }
+}
