@@ -4,7 +4,11 @@
 //!   connections with keep-alive);
 //! - p50/p99 from a create's response to its event reaching each of 100 watchers, at 1,000
 //!   creates per second;
-//! - a list of 100,000 small ConfigMaps, in MB/s.
+//! - a list of 100,000 small ConfigMaps, in MB/s;
+//! - Pod writes (create, merge patch, server-side apply);
+//! - creates per second of a custom resource whose CRD has a 30-field schema and 3 CEL rules,
+//!   beside the same object under a schema that checks nothing, and the cost of that schema's
+//!   decoding and validation per object, measured in process (`-- --custom`: only these).
 //!
 //! Run: `cargo bench -p ctrlkit-apiserver --bench apiserver` (add `-- --quick` for smaller runs).
 //! Client and server share the process (and the machine's two cores), as in a controller's tests.
@@ -376,8 +380,9 @@ async fn list_throughput(count: usize) -> (f64, usize, f64) {
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
-    // `--pods`: only the Pod writes (for profiling them).
+    // `--pods`: only the Pod writes (for profiling them); `--custom`: only custom resources.
     let only_pods = std::env::args().any(|arg| arg == "--pods");
+    let only_custom = std::env::args().any(|arg| arg == "--custom");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -386,14 +391,19 @@ fn main() {
     runtime.block_on(async {
         let creates = if quick { 5_000 } else { 20_000 };
         println!("ctrlkit-apiserver over HTTP/1.1 on loopback (client in the same process)");
-        for watchers in [0, 1, 100].into_iter().filter(|_| !only_pods) {
-            let rate = creates_per_second(watchers, creates).await;
-            println!("creates/s with {watchers:>3} watchers ({creates} creates, 8 connections): {rate:>9.0}");
+        if !only_custom {
+            for watchers in [0, 1, 100].into_iter().filter(|_| !only_pods) {
+                let rate = creates_per_second(watchers, creates).await;
+                println!("creates/s with {watchers:>3} watchers ({creates} creates, 8 connections): {rate:>9.0}");
+            }
+            if !only_pods {
+                delivery_and_list(quick).await;
+            }
+            pod_figures(quick).await;
         }
         if !only_pods {
-            delivery_and_list(quick).await;
+            custom_resource_figures(quick).await;
         }
-        pod_figures(quick).await;
     });
 }
 
@@ -434,4 +444,199 @@ async fn pod_figures(quick: bool) {
     println!("  creates by apply/s:                 {applied_new:>9.0}");
     println!("  updates by apply/s:                 {applied:>9.0}");
     println!("  applies that change nothing/s:      {unchanged:>9.0}");
+}
+
+/// The schema of the benchmark's custom resource: 30 fields under `spec` (strings with lengths,
+/// patterns and enums, bounded integers, booleans, lists, nested objects) and 3 CEL rules.
+fn validated_schema() -> serde_json::Value {
+    use serde_json::json;
+    let mut fields = serde_json::Map::new();
+    for i in 0..8 {
+        fields.insert(
+            format!("text{i}"),
+            json!({"type": "string", "maxLength": 64, "pattern": "^[a-z0-9-]*$"}),
+        );
+    }
+    for i in 0..2 {
+        fields.insert(
+            format!("mode{i}"),
+            json!({"type": "string", "enum": ["fast", "slow", "off"]}),
+        );
+    }
+    for i in 0..8 {
+        fields.insert(
+            format!("count{i}"),
+            json!({"type": "integer", "minimum": 0, "maximum": 1000}),
+        );
+    }
+    fields.insert(
+        "minReplicas".into(),
+        json!({"type": "integer", "minimum": 0, "default": 1}),
+    );
+    fields.insert(
+        "maxReplicas".into(),
+        json!({"type": "integer", "maximum": 100}),
+    );
+    for i in 0..5 {
+        fields.insert(format!("flag{i}"), json!({"type": "boolean"}));
+    }
+    fields.insert("tags".into(), json!({"type": "array", "maxItems": 16, "x-kubernetes-list-type": "set", "items": {"type": "string", "maxLength": 32}}));
+    fields.insert("ports".into(), json!({"type": "array", "maxItems": 16, "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "items": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string"}, "port": {"type": "integer", "minimum": 1, "maximum": 65535}}}}));
+    fields.insert(
+        "owner".into(),
+        json!({"type": "object", "properties": {
+        "name": {"type": "string"}, "email": {"type": "string", "format": "email"}}}),
+    );
+    fields.insert(
+        "limits".into(),
+        json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+    );
+    fields.insert(
+        "since".into(),
+        json!({"type": "string", "format": "date-time"}),
+    );
+    assert_eq!(fields.len(), 30);
+    json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "required": ["text0", "mode0"],
+        "properties": fields,
+        "x-kubernetes-validations": [
+            {"rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas"},
+            {"rule": "self.text0.startsWith('b')"},
+            {"rule": "!has(self.tags) || size(self.tags) <= 8"},
+        ],
+    }}})
+}
+
+/// A schema that checks nothing.
+fn open_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+}
+
+fn custom_resource(name: &str) -> Vec<u8> {
+    let mut spec = serde_json::Map::new();
+    for i in 0..8 {
+        spec.insert(format!("text{i}"), format!("b-value-{i}").into());
+    }
+    spec.insert("mode0".into(), "fast".into());
+    spec.insert("mode1".into(), "slow".into());
+    for i in 0..8 {
+        spec.insert(format!("count{i}"), (i * 10).into());
+    }
+    spec.insert("maxReplicas".into(), 10.into());
+    for i in 0..5 {
+        spec.insert(format!("flag{i}"), (i % 2 == 0).into());
+    }
+    spec.insert("tags".into(), serde_json::json!(["a", "b", "c"]));
+    spec.insert(
+        "ports".into(),
+        serde_json::json!([{"name": "http", "port": 80}, {"name": "https", "port": 443}]),
+    );
+    spec.insert(
+        "owner".into(),
+        serde_json::json!({"name": "ops", "email": "ops@example.com"}),
+    );
+    spec.insert(
+        "limits".into(),
+        serde_json::json!({"cpu": 2, "memory": 512}),
+    );
+    spec.insert("since".into(), "2024-01-02T03:04:05Z".into());
+    serde_json::to_vec(&serde_json::json!({
+        "apiVersion": "bench.example.com/v1", "kind": "Gadget",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// A server serving `gadgets.bench.example.com` with `schema`.
+async fn gadgets(schema: serde_json::Value) -> ApiServer {
+    let server = start().await;
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.bench.example.com"},
+        "spec": {"group": "bench.example.com", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": schema}}]},
+    });
+    let mut connection = Connection::open(server.address()).await;
+    let (code, body) = connection
+        .request(
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &serde_json::to_vec(&crd).unwrap(),
+        )
+        .await;
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    server
+}
+
+/// Creates `total` Gadgets over 8 connections; returns creates per second.
+async fn gadget_creates(server: &ApiServer, total: usize) -> f64 {
+    let address = server.address();
+    let clients = 8;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|client| {
+            tokio::spawn(async move {
+                let mut connection = Connection::open(address).await;
+                for i in (client..total).step_by(clients) {
+                    let (code, body) = connection
+                        .request(
+                            "POST",
+                            "/apis/bench.example.com/v1/namespaces/default/gadgets",
+                            &custom_resource(&format!("g-{i}")),
+                        )
+                        .await;
+                    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The time one object's schema work takes (pruning, defaults, validation, CEL rules), in
+/// process, averaged over `rounds`.
+fn validation_cost(rounds: u32) -> Duration {
+    use ctrlkit_apiserver::custom::{self, CustomVersion};
+    let version = CustomVersion::read(&serde_json::json!({
+        "name": "v1", "schema": {"openAPIV3Schema": validated_schema()},
+    }));
+    let object: serde_json::Value = serde_json::from_slice(&custom_resource("g")).unwrap();
+    let started = Instant::now();
+    for _ in 0..rounds {
+        let mut copy = object.clone();
+        let removed = custom::coerce(&version, &mut copy);
+        let errors = custom::validate_create(&version, &copy);
+        assert!(removed.is_empty() && errors.is_empty(), "{errors:?}");
+    }
+    started.elapsed() / rounds
+}
+
+async fn custom_resource_figures(quick: bool) {
+    let total = if quick { 2_000 } else { 10_000 };
+    println!(
+        "Custom resources of {} bytes, {total} creates, 8 connections:",
+        custom_resource("g-0").len()
+    );
+    let server = gadgets(open_schema()).await;
+    let open = gadget_creates(&server, total).await;
+    server.shutdown().await;
+    let server = gadgets(validated_schema()).await;
+    let validated = gadget_creates(&server, total).await;
+    server.shutdown().await;
+    let cost = validation_cost(if quick { 2_000 } else { 20_000 });
+    println!("  creates/s, schema that checks nothing: {open:>9.0}");
+    println!("  creates/s, 30 fields and 3 CEL rules:  {validated:>9.0}");
+    println!(
+        "  schema work per object (prune, default, validate, CEL): {:.1} µs",
+        cost.as_secs_f64() * 1e6
+    );
 }

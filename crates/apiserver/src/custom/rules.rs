@@ -32,10 +32,8 @@ fn walk(
     if !node.rules_below {
         return;
     }
-    for rule in &node.rules {
-        if let Some(error) = check(node, rule, value, old, path) {
-            errors.push(error);
-        }
+    if !node.rules.is_empty() {
+        check_all(node, value, old, path, errors);
     }
     let length = path.len();
     match value {
@@ -98,21 +96,72 @@ fn walk(
     }
 }
 
-/// Runs `rule` on `value`; the error when it does not hold.
+/// Runs the rules of `node` on `value`, with one context for them all (reading `value` into
+/// CEL once).
+fn check_all(
+    node: &Node,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    // Ratcheting: an unchanged value is held only to the transition rules.
+    let unchanged = old == Some(value);
+    let runs = |rule: &Rule| {
+        if rule.uses_old_self {
+            old.is_some()
+        } else {
+            !unchanged
+        }
+    };
+    if !node.rules.iter().any(|rule| runs(rule)) {
+        return;
+    }
+    let mut context = Context::with_env(environment().clone());
+    context.add_variable_from_value("self", cel_value(value));
+    if let Some(old) = old {
+        context.add_variable_from_value("oldSelf", cel_value(old));
+    }
+    for rule in node.rules.iter().filter(|rule| runs(rule)) {
+        if let Some(error) = check(node, rule, value, &context, path) {
+            errors.push(error);
+        }
+    }
+}
+
+/// `value` as a CEL value: objects as maps with string keys, integers as `int` (`uint` past
+/// its range), other numbers as `double`.
+fn cel_value(value: &Value) -> CelValue {
+    match value {
+        Value::Null => CelValue::Null,
+        Value::Bool(flag) => CelValue::Bool(*flag),
+        Value::Number(number) => match (number.as_i64(), number.as_u64()) {
+            (Some(integer), _) => CelValue::Int(integer),
+            (None, Some(unsigned)) => CelValue::UInt(unsigned),
+            _ => CelValue::Float(number.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(text) => CelValue::String(std::sync::Arc::new(text.clone())),
+        Value::Array(items) => {
+            CelValue::List(std::sync::Arc::new(items.iter().map(cel_value).collect()))
+        }
+        Value::Object(fields) => {
+            let map: std::collections::HashMap<String, CelValue> = fields
+                .iter()
+                .map(|(name, field)| (name.clone(), cel_value(field)))
+                .collect();
+            CelValue::from(map)
+        }
+    }
+}
+
+/// Runs `rule` on `value` in `context`; the error when it does not hold.
 fn check(
     node: &Node,
     rule: &Rule,
     value: &Value,
-    old: Option<&Value>,
+    context: &Context<'_, '_>,
     path: &str,
 ) -> Option<FieldError> {
-    if rule.uses_old_self && old.is_none() {
-        return None;
-    }
-    if !rule.uses_old_self && old == Some(value) {
-        // Ratcheting: an unchanged value is not held to a rule again.
-        return None;
-    }
     let type_name = Value::from(match node.json_type {
         Some(JsonType::Object) => "object",
         Some(JsonType::Array) => "array",
@@ -132,17 +181,7 @@ fn check(
             ));
         }
     };
-    let mut context = Context::with_env(environment().clone());
-    if context.add_variable("self", value).is_err()
-        || old.is_some_and(|old| context.add_variable("oldSelf", old).is_err())
-    {
-        return Some(FieldError::invalid(
-            path,
-            type_name,
-            format!("could not read the value for rule: {}", rule.error_string()),
-        ));
-    }
-    match program.execute(&context) {
+    match program.execute(context) {
         Ok(CelValue::Bool(true)) => return None,
         Ok(CelValue::Bool(false)) => {}
         Ok(other) => {
@@ -168,7 +207,7 @@ fn check(
         (true, false) => rule.field_path.clone(),
         (false, false) => format!("{path}.{}", rule.field_path),
     };
-    let detail = message(rule, &context).unwrap_or_else(|| {
+    let detail = message(rule, context).unwrap_or_else(|| {
         if rule.message.trim().is_empty() {
             format!("failed rule: {}", rule.error_string())
         } else {
