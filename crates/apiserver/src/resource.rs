@@ -58,6 +58,13 @@ impl ResourceKind {
         self.builtin.is_some()
     }
 
+    /// Whether this is the CustomResourceDefinition resource itself.
+    pub fn is_crd(&self) -> bool {
+        self.builtin.is_some()
+            && self.group == "apiextensions.k8s.io"
+            && self.plural == "customresourcedefinitions"
+    }
+
     /// `<plural>` for the core group and `<plural>.<group>` otherwise: how error messages name it.
     pub fn qualified_name(&self) -> String {
         if self.group.is_empty() {

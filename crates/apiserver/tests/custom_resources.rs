@@ -203,7 +203,7 @@ async fn each_schema_rule_is_refused_with_kubes_message() {
         ),
         (
             json!({"name": "abc", "ports": [{"name": "a", "port": 3_000_000_000_i64}]}),
-            r#": Invalid value: "": Checked value must be of type integer with format int32 in spec.ports[0].port"#,
+            r#"<nil>: Invalid value: "": Checked value must be of type integer with format int32 in spec.ports[0].port"#,
         ),
         (
             json!({"name": "abc", "when": "yesterday"}),
@@ -716,7 +716,7 @@ async fn cel_rules_hold_on_create_and_update() {
         (
             // A schema error keeps the rules from running, and says so.
             json!({"min": 5, "max": 2, "mode": "c"}),
-            r#"[spec.mode: Unsupported value: "c": supported values: "a", "b", : Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]"#,
+            r#"[spec.mode: Unsupported value: "c": supported values: "a", "b", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]"#,
         ),
     ];
     for (spec, expected) in cases {

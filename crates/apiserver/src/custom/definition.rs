@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::field_error::{FieldError, FieldErrorKind};
 use crate::storage::meta::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_subdomain};
-use crate::structural::environment;
+use crate::structural::{environment, go_regex};
 
 const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
@@ -396,7 +396,7 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
         }
     }
     if let Some(pattern) = node["pattern"].as_str()
-        && let Err(error) = regex::Regex::new(pattern)
+        && let Err(error) = go_regex(pattern)
     {
         // The parser's last line says what is wrong (`error: unclosed group`), as Go's
         // `error parsing regexp: <what>: `<expression>`` does.
@@ -586,6 +586,10 @@ fn value_validation_errors(node: &Value, path: &str, errors: &mut Vec<FieldError
             "must be undefined to be structural",
         ),
         ("x-kubernetes-validations", "must be empty to be structural"),
+        (
+            "uniqueItems",
+            "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+        ),
     ];
     for (field, detail) in forbidden {
         if node
@@ -743,6 +747,22 @@ mod tests {
         assert_eq!(
             messages(&bad),
             [r#"spec.group: Invalid value: "example": should be a domain with at least one dot"#]
+        );
+    }
+
+    #[test]
+    fn unique_items_is_refused_in_value_validations_too() {
+        let mut bad = crd();
+        bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+            "type": "object",
+            "properties": {"tags": {"type": "array", "items": {"type": "string"},
+                                    "anyOf": [{"uniqueItems": true}]}},
+        });
+        assert_eq!(
+            messages(&bad),
+            [
+                "spec.validation.openAPIV3Schema.properties[tags].anyOf[0].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+            ]
         );
     }
 

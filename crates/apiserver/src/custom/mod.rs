@@ -14,6 +14,7 @@ mod field_error;
 mod formats;
 mod json_path;
 mod list_type;
+mod old_items;
 mod rules;
 pub mod table;
 pub mod validate;
@@ -27,6 +28,9 @@ pub use self::field_error::{FieldError, FieldErrorKind, go_float, go_quoted, wri
 pub use self::json_path::JsonPath;
 pub use self::version::{CustomVersion, PrinterColumn, ScalePaths};
 
+/// How kube-apiserver names the root of an object in a field error: a nil path, printed.
+pub const NIL_PATH: &str = "<nil>";
+
 /// Makes `object`, a custom resource of `version` as decoded from a request, fit the version's
 /// schema; returns the paths of the fields it did not declare, which are gone.
 pub fn coerce(version: &CustomVersion, object: &mut Value) -> Vec<String> {
@@ -39,17 +43,6 @@ pub fn coerce(version: &CustomVersion, object: &mut Value) -> Vec<String> {
         coerce::apply_defaults(object, schema);
     }
     removed
-}
-
-/// Fills in the defaults of `object` as read from the store: an object stored before its
-/// schema gained a default shows it, as kube-apiserver's storage decoder does (the stored
-/// object is not rewritten).
-pub fn default_on_read(version: &CustomVersion, object: &mut Value) {
-    if version.has_defaults
-        && let Some(schema) = version.schema.as_deref()
-    {
-        coerce::apply_defaults(object, schema);
-    }
 }
 
 /// What the strategy does to a new object: with a status subresource, its `status` is not the
@@ -111,7 +104,7 @@ fn rules_unless_blocked(
     });
     if blocking {
         return vec![FieldError::invalid(
-            "",
+            NIL_PATH,
             Value::Null,
             "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
         )];
@@ -130,9 +123,14 @@ pub fn validate_update(
     let mut errors = Vec::new();
     let schema = version.schema.as_deref();
     if status_only {
+        // What the status write stores: the old object with the new status (none if it has
+        // none), as the status strategy makes it.
         let mut merged = old.clone();
-        if let (Some(fields), Some(status)) = (merged.as_object_mut(), new.get("status")) {
-            fields.insert("status".into(), status.clone());
+        if let Some(fields) = merged.as_object_mut() {
+            match new.get("status") {
+                Some(status) => fields.insert("status".into(), status.clone()),
+                None => fields.remove("status"),
+            };
         }
         if let (Some(status), Some(status_schema)) = (
             new.get("status"),
@@ -146,9 +144,10 @@ pub fn validate_update(
             ));
         }
         if let Some(scale) = &version.scale {
-            errors.extend(scale_status(new, scale));
+            errors.extend(scale_status(&merged, scale));
         }
         if let Some(schema) = schema {
+            errors.extend(list_types_unless_old_broke_them(schema, &merged, old));
             errors.extend(rules_unless_blocked(schema, &errors, &merged, Some(old)));
         }
         return errors;
@@ -160,13 +159,19 @@ pub fn validate_update(
         errors.extend(scale_replicas(new, &scale.spec_replicas));
         errors.extend(scale_status(new, scale));
     }
-    if let Some(schema) = schema
-        && list_type::validate(schema, old).is_empty()
-    {
-        errors.extend(list_type::validate(schema, new));
-    }
     if let Some(schema) = schema {
+        errors.extend(list_types_unless_old_broke_them(schema, new, old));
         errors.extend(rules_unless_blocked(schema, &errors, new, Some(old)));
+    }
+    errors
+}
+
+/// The list uniqueness errors of `new`, unless `old` broke uniqueness already (ratcheting, as
+/// kube-apiserver does it for list types: whole objects).
+fn list_types_unless_old_broke_them(schema: &Node, new: &Value, old: &Value) -> Vec<FieldError> {
+    let errors = list_type::validate(schema, new);
+    if errors.is_empty() || !list_type::validate(schema, old).is_empty() {
+        return Vec::new();
     }
     errors
 }

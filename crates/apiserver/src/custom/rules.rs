@@ -11,8 +11,10 @@ use std::fmt::Write as _;
 use cel::{Context, Value as CelValue};
 use serde_json::Value;
 
+use super::NIL_PATH;
 use super::field_error::{FieldError, FieldErrorKind};
-use crate::structural::{JsonType, ListType, Node, Rule, environment};
+use super::old_items::OldItems;
+use crate::structural::{JsonType, Node, Rule, environment};
 
 /// The errors of the rules under `node` for `value` (replacing `old`, on an update).
 pub fn validate(node: &Node, value: &Value, old: Option<&Value>) -> Vec<FieldError> {
@@ -76,17 +78,10 @@ fn walk(
             let Some(items_node) = node.items.as_deref() else {
                 return;
             };
+            // Only a map list's items have an old counterpart: the item with the same keys.
+            let old_items = OldItems::new(node, old);
             for (index, item) in items.iter().enumerate() {
-                // Only a map list's items have an old counterpart: the item with the same keys.
-                let old_item = match (&node.list_type, old) {
-                    (ListType::Map(keys), Some(Value::Array(old_items))) => {
-                        old_items.iter().find(|candidate| {
-                            keys.iter()
-                                .all(|key| candidate.get(key.as_ref()) == item.get(key.as_ref()))
-                        })
-                    }
-                    _ => None,
-                };
+                let old_item = old_items.of(item);
                 let _ = write!(path, "[{index}]");
                 walk(items_node, item, old_item, path, errors);
                 path.truncate(length);
@@ -118,9 +113,9 @@ fn check_all(
         return;
     }
     let mut context = Context::with_env(environment().clone());
-    context.add_variable_from_value("self", cel_value(value));
+    context.add_variable_from_value("self", cel_value(value, Some(node)));
     if let Some(old) = old {
-        context.add_variable_from_value("oldSelf", cel_value(old));
+        context.add_variable_from_value("oldSelf", cel_value(old, Some(node)));
     }
     for rule in node.rules.iter().filter(|rule| runs(rule)) {
         if let Some(error) = check(node, rule, value, &context, path) {
@@ -129,25 +124,40 @@ fn check_all(
     }
 }
 
-/// `value` as a CEL value: objects as maps with string keys, integers as `int` (`uint` past
-/// its range), other numbers as `double`.
-fn cel_value(value: &Value) -> CelValue {
+/// `value` as a CEL value, typed by its schema `node` as kube types it: objects as maps with
+/// string keys, integers as `int` (`uint` past its range), numbers as `double` (an integral
+/// value of a `number` field too).
+fn cel_value(value: &Value, node: Option<&Node>) -> CelValue {
     match value {
         Value::Null => CelValue::Null,
         Value::Bool(flag) => CelValue::Bool(*flag),
-        Value::Number(number) => match (number.as_i64(), number.as_u64()) {
-            (Some(integer), _) => CelValue::Int(integer),
-            (None, Some(unsigned)) => CelValue::UInt(unsigned),
-            _ => CelValue::Float(number.as_f64().unwrap_or(0.0)),
-        },
+        Value::Number(number) => {
+            let double = node.is_some_and(|node| node.json_type == Some(JsonType::Number));
+            match (number.as_i64(), number.as_u64()) {
+                (Some(integer), _) if !double => CelValue::Int(integer),
+                (None, Some(unsigned)) if !double => CelValue::UInt(unsigned),
+                _ => CelValue::Float(number.as_f64().unwrap_or(0.0)),
+            }
+        }
         Value::String(text) => CelValue::String(std::sync::Arc::new(text.clone())),
         Value::Array(items) => {
-            CelValue::List(std::sync::Arc::new(items.iter().map(cel_value).collect()))
+            let items_node = node.and_then(|node| node.items.as_deref());
+            CelValue::List(std::sync::Arc::new(
+                items
+                    .iter()
+                    .map(|item| cel_value(item, items_node))
+                    .collect(),
+            ))
         }
         Value::Object(fields) => {
             let map: std::collections::HashMap<String, CelValue> = fields
                 .iter()
-                .map(|(name, field)| (name.clone(), cel_value(field)))
+                .map(|(name, field)| {
+                    let child = node
+                        .and_then(|node| node.field(name))
+                        .map(|(child, _)| &**child);
+                    (name.clone(), cel_value(field, child))
+                })
                 .collect();
             CelValue::from(map)
         }
@@ -162,15 +172,9 @@ fn check(
     context: &Context<'_, '_>,
     path: &str,
 ) -> Option<FieldError> {
-    let type_name = Value::from(match node.json_type {
-        Some(JsonType::Object) => "object",
-        Some(JsonType::Array) => "array",
-        Some(JsonType::String) => "string",
-        Some(JsonType::Integer) => "integer",
-        Some(JsonType::Number) => "number",
-        Some(JsonType::Boolean) => "boolean",
-        None => "",
-    });
+    let type_name = Value::from(node.json_type.map_or("", JsonType::name));
+    // kube names the root by a nil path, which prints as `<nil>`.
+    let path = if path.is_empty() { NIL_PATH } else { path };
     let program = match &rule.program {
         Ok(program) => program,
         Err(error) => {
@@ -202,7 +206,7 @@ fn check(
             ));
         }
     }
-    let field = match (path.is_empty(), rule.field_path.is_empty()) {
+    let field = match (path == NIL_PATH, rule.field_path.is_empty()) {
         (_, true) => path.to_string(),
         (true, false) => rule.field_path.clone(),
         (false, false) => format!("{path}.{}", rule.field_path),
@@ -267,6 +271,7 @@ mod tests {
                     "min": {"type": "integer"},
                     "max": {"type": "integer"},
                     "secret": {"type": "string"},
+                    "ratio": {"type": "number", "x-kubernetes-validations": [{"rule": "self * 0.5 < 1.0"}]},
                     "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.startsWith('w-')"}]},
                 },
             }},
@@ -290,6 +295,17 @@ mod tests {
                 "spec.secret: Forbidden: is not allowed",
                 r#"spec.name: Invalid value: "bad": failed rule: self.startsWith('w-')"#,
             ]
+        );
+    }
+
+    #[test]
+    fn a_number_field_is_a_double_even_when_integral() {
+        let value = json!({"spec": {"min": 1, "max": 2, "ratio": 1}});
+        assert!(messages(&value, None).is_empty());
+        let value = json!({"spec": {"min": 1, "max": 2, "ratio": 4}});
+        assert_eq!(
+            messages(&value, None),
+            ["spec.ratio: Invalid value: 4: failed rule: self * 0.5 < 1.0"]
         );
     }
 

@@ -66,10 +66,13 @@ fn cell(column: &PrinterColumn, object: &Value, now: jiff::Timestamp) -> Value {
         }
         ("integer", Value::Number(number)) => number
             .as_i64()
-            .map(Value::from)
-            // A float shows its integer part, as Go's conversion.
-            .or_else(|| number.as_f64().map(|float| json!(float.trunc())))
-            .unwrap_or(Value::Null),
+            // A float shows its integer part, as Go's conversion (saturating where Go's is
+            // undefined).
+            .or_else(|| {
+                #[allow(clippy::cast_possible_truncation)]
+                number.as_f64().map(|float| float as i64)
+            })
+            .map_or(Value::Null, Value::from),
         ("number", Value::Number(number)) => number.as_f64().map_or(Value::Null, Value::from),
         ("boolean", Value::Bool(_)) => value.clone(),
         ("date", Value::String(timestamp)) => {

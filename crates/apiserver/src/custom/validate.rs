@@ -12,9 +12,11 @@
 
 use serde_json::{Number, Value};
 
+use super::NIL_PATH;
 use super::field_error::{FieldError, FieldErrorKind, go_float, go_quoted};
 use super::formats;
-use crate::structural::{Bound, Checks, JsonType, ListType, Node};
+use super::old_items::OldItems;
+use crate::structural::{Bound, Checks, JsonType, Node};
 
 /// The errors of `value` against `node`; with `old`, the value it replaces (an update), whose
 /// unchanged parts are not held against it. `prefix` is the field path the schema's root is at
@@ -30,7 +32,8 @@ pub fn validate(node: &Node, value: &Value, old: Option<&Value>, prefix: &str) -
     walk.errors
 }
 
-/// Whether `value` satisfies `node` (for `anyOf`, `oneOf`, `allOf` and `not`).
+/// The errors of `value` against `node` alone, without ratcheting (for `anyOf`, `oneOf`,
+/// `allOf` and `not`).
 fn errors_of(node: &Node, value: &Value, path: &str, prefix: &str) -> Vec<FieldError> {
     let mut walk = Walk {
         prefix,
@@ -62,17 +65,6 @@ fn type_name(value: &Value) -> &'static str {
     }
 }
 
-fn json_type_name(json_type: JsonType) -> &'static str {
-    match json_type {
-        JsonType::Object => "object",
-        JsonType::Array => "array",
-        JsonType::String => "string",
-        JsonType::Integer => "integer",
-        JsonType::Number => "number",
-        JsonType::Boolean => "boolean",
-    }
-}
-
 /// Whether a float holds an integer (Go's `swag.IsFloat64AJSONInteger`).
 fn is_integral(value: f64) -> bool {
     value.is_finite() && value.fract() == 0.0
@@ -83,7 +75,9 @@ impl Walk<'_> {
     fn field(&self, name: &str) -> String {
         let name = name.strip_prefix('.').unwrap_or(name);
         match (self.prefix.is_empty(), name.is_empty()) {
-            (_, true) => self.prefix.to_string(),
+            // kube names the root by a nil path, which prints as `<nil>`.
+            (true, true) => NIL_PATH.to_string(),
+            (false, true) => self.prefix.to_string(),
             (true, false) => name.to_string(),
             (false, false) => format!("{}.{name}", self.prefix),
         }
@@ -97,7 +91,7 @@ impl Walk<'_> {
 
     /// An error that is not about one field (kube-openapi's plain errors): on the root.
     fn push_general(&mut self, detail: String) {
-        let field = self.prefix.to_string();
+        let field = self.field("");
         self.errors.push(FieldError::invalid(
             field,
             Value::String(String::new()),
@@ -140,17 +134,12 @@ impl Walk<'_> {
     }
 
     fn type_check(&mut self, node: &Node, value: &Value) {
+        let declared;
         let expected: &[&str] = if node.int_or_string {
             &["integer", "string"]
         } else if let Some(json_type) = node.json_type {
-            match json_type {
-                JsonType::Object => &["object"],
-                JsonType::Array => &["array"],
-                JsonType::String => &["string"],
-                JsonType::Integer => &["integer"],
-                JsonType::Number => &["number"],
-                JsonType::Boolean => &["boolean"],
-            }
+            declared = [json_type.name()];
+            &declared
         } else {
             return;
         };
@@ -459,19 +448,12 @@ impl Walk<'_> {
     fn list(&mut self, node: &Node, checks: Option<&Checks>, items: &[Value], old: Option<&Value>) {
         if let Some(item_node) = &node.items {
             // Only items of a map list have an old counterpart (found by their keys).
-            let old_items = match (&node.list_type, old) {
-                (ListType::Map(keys), Some(Value::Array(old_items))) => Some((keys, old_items)),
-                _ => None,
-            };
+            let old_items = OldItems::new(node, old);
             let length = self.path.len();
             for (index, item) in items.iter().enumerate() {
                 use std::fmt::Write as _;
                 let _ = write!(self.path, "[{index}]");
-                let old_item = old_items.and_then(|(keys, old_items)| {
-                    old_items
-                        .iter()
-                        .find(|candidate| same_keys(keys, candidate, item))
-                });
+                let old_item = old_items.of(item);
                 self.node(item_node, item, old_item);
                 self.path.truncate(length);
             }
@@ -604,12 +586,6 @@ fn too_many(max: i64) -> String {
     )
 }
 
-/// Whether two items of a map list have the same keys.
-fn same_keys(keys: &[std::sync::Arc<str>], a: &Value, b: &Value) -> bool {
-    keys.iter()
-        .all(|key| a.get(key.as_ref()) == b.get(key.as_ref()))
-}
-
 /// Whether two values are equal as kube-openapi compares an enum's values: numbers by value.
 fn same_value(a: &Value, b: &Value) -> bool {
     match (a, b) {
@@ -618,11 +594,10 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Whether a value occurs twice (compared by their JSON, in one pass).
 fn has_duplicates(items: &[Value]) -> bool {
-    items
-        .iter()
-        .enumerate()
-        .any(|(index, item)| items[..index].contains(item))
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    !items.iter().all(|item| seen.insert(item.to_string()))
 }
 
 /// Whether `value` is in the range of the declared type and format (kube-openapi's
@@ -663,7 +638,7 @@ fn fits_declared(value: f64, declared: Option<JsonType>, format: Option<&str>) -
 }
 
 fn range_problem_of(_value: f64, declared: Option<JsonType>, format: Option<&str>) -> String {
-    let type_name = declared.map_or("number", json_type_name);
+    let type_name = declared.map_or("number", JsonType::name);
     match format {
         Some(format) => format!("must be of type {type_name} with format {format}"),
         None => format!("must be of type {type_name} (default format)"),

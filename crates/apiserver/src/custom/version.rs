@@ -18,7 +18,7 @@ pub struct CustomVersion {
     pub schema: Option<Arc<Node>>,
     /// The schema as the CRD states it, for the OpenAPI documents.
     pub openapi: Option<Value>,
-    /// Whether the schema has a default anywhere (so reads fill defaults in too).
+    /// Whether the schema has a default anywhere (else decoding skips defaulting).
     pub has_defaults: bool,
     /// Its `scale` subresource, if it has one.
     pub scale: Option<ScalePaths>,
@@ -77,8 +77,10 @@ impl CustomVersion {
             label_selector: path("labelSelectorPath"),
         });
         let columns = match version.get("additionalPrinterColumns") {
-            Some(Value::Array(columns)) => columns.iter().filter_map(PrinterColumn::read).collect(),
-            // A version without the field shows its age, as kube-apiserver's default column.
+            Some(Value::Array(columns)) if !columns.is_empty() => {
+                columns.iter().filter_map(PrinterColumn::read).collect()
+            }
+            // A version without columns shows its age, as kube-apiserver's default column.
             _ => vec![PrinterColumn {
                 name: "Age".into(),
                 column_type: "date".into(),

@@ -9,11 +9,6 @@ use crate::custom::CustomVersion;
 use crate::resource::ResourceKind;
 use crate::storage::StoredObject;
 
-/// Whether `kind` is the CustomResourceDefinition resource itself.
-pub(super) fn is_crd(kind: &ResourceKind) -> bool {
-    kind.group == "apiextensions.k8s.io" && kind.plural == "customresourcedefinitions"
-}
-
 /// The resources a CRD defines: one per served version.
 fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
     let spec = &crd["spec"];

@@ -285,7 +285,7 @@ pub(super) async fn create(
     };
     let mut created = created;
     if !options.dry_run {
-        if crd::is_crd(kind)
+        if kind.is_crd()
             && let Some(established) = crd::serve(app, &created)
         {
             // kube's controllers accept the names and establish the CRD at once; the answer
@@ -473,7 +473,7 @@ pub(super) fn guaranteed_update(
             Err(StoreError::NotFound { .. }) if retry && write.allow_create => {}
             Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
             Ok((stored, created)) => {
-                if crd::is_crd(kind)
+                if kind.is_crd()
                     && !status_only
                     && !dry_run
                     && let Some(established) = crd::serve(app, &stored)
@@ -627,7 +627,7 @@ pub(super) async fn delete(
             .delete_with(kind, namespace, name, precondition, propagation)
     }
     .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    if let (true, false, Deleted::Gone(crd)) = (crd::is_crd(kind), options.dry_run, &deleted) {
+    if let (true, false, Deleted::Gone(crd)) = (kind.is_crd(), options.dry_run, &deleted) {
         crd::stop_serving(app, crd);
     }
     match deleted {

@@ -617,11 +617,14 @@ impl Store {
         }
 
         let mut new = if status_only {
+            // The old object with the new status; a body without one clears it, as
+            // kube-apiserver's status strategies do.
             let mut new = (*old).clone();
-            if let (Some(fields), Some(status)) =
-                (new.as_object_mut(), object.get("status").cloned())
-            {
-                fields.insert("status".into(), status);
+            if let Some(fields) = new.as_object_mut() {
+                match object.get("status").cloned() {
+                    Some(status) => fields.insert("status".into(), status),
+                    None => fields.remove("status"),
+                };
             }
             // The status write's managers are recorded too.
             let managed_fields = object["metadata"].get("managedFields").cloned();

@@ -28,13 +28,93 @@ impl Eq for Pattern {}
 
 impl Pattern {
     fn compile(source: &str) -> Self {
-        // Go's regexp (RE2) and the regex crate accept the same syntax but for a few
-        // Perl classes; both find a match anywhere unless anchored.
-        let regex = regex::Regex::new(source).map_err(|error| error.to_string());
         Self {
             source: source.to_string(),
-            regex,
+            regex: go_regex(source),
         }
+    }
+}
+
+/// Compiles a pattern as Go's `regexp` (RE2) reads it. The regex crate reads the same syntax,
+/// and both find a match anywhere unless anchored, but its Perl classes (`\d`, `\w`, `\s`,
+/// `\b`) are Unicode-aware where Go's are ASCII: they are rewritten to Go's meaning first.
+pub fn go_regex(source: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(&ascii_perl_classes(source)).map_err(|error| error.to_string())
+}
+
+/// `source` with its Perl classes spelled as the ASCII sets Go gives them.
+fn ascii_perl_classes(source: &str) -> String {
+    let mut out = String::with_capacity(source.len() + 16);
+    let mut chars = source.chars().peekable();
+    // Inside a bracketed class, and whether its first character is still to come (where a `]`
+    // is a literal).
+    let mut in_class = false;
+    let mut class_start = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(next) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                let replacement = match (in_class, next) {
+                    (false, 'd') => Some("[0-9]"),
+                    (false, 'D') => Some("[^0-9]"),
+                    (false, 'w') => Some("[0-9A-Za-z_]"),
+                    (false, 'W') => Some("[^0-9A-Za-z_]"),
+                    (false, 's') => Some("[\\t\\n\\f\\r ]"),
+                    (false, 'S') => Some("[^\\t\\n\\f\\r ]"),
+                    (false, 'b') => Some("(?-u:\\b)"),
+                    (false, 'B') => Some("(?-u:\\B)"),
+                    (true, 'd') => Some("0-9"),
+                    (true, 'w') => Some("0-9A-Za-z_"),
+                    (true, 's') => Some("\\t\\n\\f\\r "),
+                    _ => None,
+                };
+                match replacement {
+                    Some(ascii) => out.push_str(ascii),
+                    None => {
+                        out.push(c);
+                        out.push(next);
+                    }
+                }
+                class_start = false;
+                continue;
+            }
+            '[' if !in_class => {
+                in_class = true;
+                class_start = true;
+                out.push(c);
+                if chars.peek() == Some(&'^') {
+                    out.push('^');
+                    chars.next();
+                }
+                continue;
+            }
+            ']' if in_class && !class_start => in_class = false,
+            _ => {}
+        }
+        class_start = false;
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perl_classes_are_ascii_as_in_go() {
+        let digits = go_regex(r"^\d+$").unwrap();
+        assert!(digits.is_match("123"));
+        assert!(!digits.is_match("١٢٣"));
+        let word = go_regex(r"^[\w.-]+$").unwrap();
+        assert!(word.is_match("a_b.c-d"));
+        assert!(!word.is_match("é"));
+        assert!(go_regex(r"^[]a]+$").unwrap().is_match("]a"));
+        assert!(go_regex(r"\bcat\b").unwrap().is_match("a cat here"));
+        assert!(go_regex("(unclosed").is_err());
     }
 }
 

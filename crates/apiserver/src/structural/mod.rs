@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub use self::checks::{Bound, Checks, Pattern};
+pub use self::checks::{Bound, Checks, Pattern, go_regex};
 pub use self::rules::{Compiled, Rule, environment};
 
 /// The JSON type a node declares.
@@ -31,6 +31,20 @@ pub enum JsonType {
     Number,
     /// `boolean`.
     Boolean,
+}
+
+impl JsonType {
+    /// The type's name in a schema.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Object => "object",
+            Self::Array => "array",
+            Self::String => "string",
+            Self::Integer => "integer",
+            Self::Number => "number",
+            Self::Boolean => "boolean",
+        }
+    }
 }
 
 /// How a list merges (`x-kubernetes-list-type`).

@@ -7,15 +7,15 @@ use std::sync::{Arc, OnceLock};
 use cel::{Env, Program};
 use serde_json::Value;
 
-/// The CEL environment rules compile and run in: the standard library with the string and
-/// list extensions kube-apiserver offers too.
+/// The CEL environment rules compile and run in: the standard library with the string
+/// extension kube-apiserver offers too. (Not the list extension: its `lists.range` would let a
+/// rule build lists as large as it likes, and evaluation here is not metered.)
 pub fn environment() -> &'static Arc<Env> {
     static ENVIRONMENT: OnceLock<Arc<Env>> = OnceLock::new();
     ENVIRONMENT.get_or_init(|| {
         let mut env = Env::stdlib();
         // Registering the crate's own extensions on its standard library cannot clash.
         let _ = env.add_extension(cel::extensions::strings);
-        let _ = env.add_extension(cel::extensions::lists);
         Arc::new(env)
     })
 }

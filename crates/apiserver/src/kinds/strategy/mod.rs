@@ -35,7 +35,7 @@ pub(crate) fn prepare_for_create(
         custom::prepare_for_create(kind.status_subresource, object);
         return Ok(());
     }
-    if is_crd(kind) {
+    if kind.is_crd() {
         custom::definition::default(object);
     }
     if kind.status_subresource
@@ -77,7 +77,7 @@ pub(crate) fn prepare_for_update(
         custom::prepare_for_update(kind.status_subresource, new, old);
         return Ok(());
     }
-    if is_crd(kind) {
+    if kind.is_crd() {
         custom::definition::default(new);
     }
     match (
@@ -93,7 +93,7 @@ pub(crate) fn prepare_for_update(
 /// Checks a new object of `kind` as its strategy's `Validate` does (custom resources against
 /// their schema; built-in kinds are checked by their decoding and the store).
 pub(crate) fn validate_create(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
-    if is_crd(kind) {
+    if kind.is_crd() {
         return refuse(kind, object, custom::definition::validate(object));
     }
     let Some(version) = &kind.custom else {
@@ -109,7 +109,7 @@ pub(crate) fn validate_update(
     old: &Value,
     status_only: bool,
 ) -> Result<(), ApiError> {
-    if is_crd(kind) && !status_only {
+    if kind.is_crd() && !status_only {
         return refuse(kind, new, custom::definition::validate(new));
     }
     let Some(version) = &kind.custom else {
@@ -120,13 +120,6 @@ pub(crate) fn validate_update(
         new,
         custom::validate_update(version, new, old, status_only),
     )
-}
-
-/// Whether `kind` is the CustomResourceDefinition resource.
-fn is_crd(kind: &ResourceKind) -> bool {
-    kind.builtin.is_some()
-        && kind.group == "apiextensions.k8s.io"
-        && kind.plural == "customresourcedefinitions"
 }
 
 /// The 422 of an object with field errors.
