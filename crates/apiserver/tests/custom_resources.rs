@@ -821,3 +821,100 @@ async fn a_rule_that_does_not_compile_refuses_the_crd() {
         r#"Unsupported value: "Because": supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#
     );
 }
+
+#[tokio::test]
+async fn an_object_reads_the_same_through_every_served_version() {
+    let (_server, client) = server().await;
+    let version = |name: &str, storage: bool, size_default: i64| {
+        json!({"name": name, "served": true, "storage": storage,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+            "type": "object", "properties": {
+                "name": {"type": "string"},
+                "size": {"type": "integer", "default": size_default},
+                "color": {"type": "string", "default": "blue"},
+            }}}}}})
+    };
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [version("v1beta1", false, 1), version("v1", true, 2)]},
+    });
+    send(
+        &client,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        crd,
+    )
+    .await
+    .unwrap();
+    let beta = "/apis/example.com/v1beta1/namespaces/default/widgets";
+    let created = send(
+        &client,
+        "POST",
+        beta,
+        "application/json",
+        json!({"apiVersion": "example.com/v1beta1", "kind": "Widget",
+               "metadata": {"name": "w"}, "spec": {"name": "x", "color": "red"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created["apiVersion"], "example.com/v1beta1");
+    assert_eq!(
+        created["spec"],
+        json!({"name": "x", "size": 1, "color": "red"})
+    );
+
+    // The same object through v1: its apiVersion, and no field lost or changed.
+    let got = send(
+        &client,
+        "GET",
+        &format!("{WIDGETS}/w"),
+        "application/json",
+        Value::Null,
+    )
+    .await
+    .unwrap();
+    assert_eq!(got["apiVersion"], "example.com/v1");
+    assert_eq!(got["spec"], created["spec"]);
+    let listed = send(&client, "GET", WIDGETS, "application/json", Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(listed["items"][0]["apiVersion"], "example.com/v1");
+    // A watch through v1 sees it in v1 too.
+    {
+        use futures::StreamExt;
+        use kube::api::{
+            Api, ApiResource, DynamicObject, GroupVersionKind, WatchEvent, WatchParams,
+        };
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+            "widgets",
+        );
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+        let mut events = api
+            .watch(&WatchParams::default(), "0")
+            .await
+            .unwrap()
+            .boxed();
+        match events.next().await.unwrap().unwrap() {
+            WatchEvent::Added(object) => {
+                assert_eq!(object.types.unwrap().api_version, "example.com/v1");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Through v1beta1 again, as written.
+    let again = send(
+        &client,
+        "GET",
+        &format!("{beta}/w"),
+        "application/json",
+        Value::Null,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again["apiVersion"], "example.com/v1beta1");
+}

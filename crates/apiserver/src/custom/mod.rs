@@ -9,6 +9,7 @@
 //!   worded as kube words it ([`FieldError`]).
 
 pub mod coerce;
+pub mod conversion;
 pub mod definition;
 mod field_error;
 mod formats;

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::chunk_buffers::ChunkBuffers;
 use super::status::ApiError;
 use super::{App, Query, is_true};
+use crate::custom::conversion;
 use crate::request::encode::Encoding;
 use crate::request::negotiate::{IncludeObject, Negotiated};
 use crate::resource::ResourceKind;
@@ -274,6 +275,14 @@ impl Renderer {
             kind,
             include: self.include,
         };
+        if let Some(converted) = conversion::converted(kind, &event.object) {
+            // Written through another version of the CRD: shown in this one.
+            let object = encoding
+                .event_object(&converted, !self.headers_sent)
+                .unwrap_or_else(|| converted.value().clone());
+            self.headers_sent = true;
+            return Outgoing::Line(event_line(event_type.as_str(), &object));
+        }
         match encoding.event_object(&event.object, !self.headers_sent) {
             None if event_type == event.event_type => Outgoing::Event(event),
             None => Outgoing::Retyped(event_type, event),
