@@ -918,3 +918,62 @@ async fn an_object_reads_the_same_through_every_served_version() {
     .unwrap();
     assert_eq!(again["apiVersion"], "example.com/v1beta1");
 }
+
+#[tokio::test]
+async fn a_version_objects_were_stored_in_stays_listed_and_names_stay() {
+    let (_server, client) = server().await;
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage,
+               "schema": {"openAPIV3Schema": {"type": "object"}}})
+    };
+    let mut crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [version("v1", true)]},
+    });
+    send(&client, "POST", path, "application/json", crd.clone())
+        .await
+        .unwrap();
+    // v2 becomes the storage version: both have now been stored in.
+    crd["spec"]["versions"] = json!([version("v1", false), version("v2", true)]);
+    let updated = send(
+        &client,
+        "PATCH",
+        &format!("{path}/widgets.example.com"),
+        "application/merge-patch+json",
+        json!({"spec": {"versions": crd["spec"]["versions"]}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(updated["status"]["storedVersions"], json!(["v1", "v2"]));
+    let refused = send(
+        &client,
+        "PATCH",
+        &format!("{path}/widgets.example.com"),
+        "application/merge-patch+json",
+        json!({"spec": {"versions": [version("v2", true)]}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code, 422);
+    let renamed = send(
+        &client,
+        "PATCH",
+        &format!("{path}/widgets.example.com"),
+        "application/merge-patch+json",
+        json!({"spec": {"scope": "Cluster"}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        renamed.message,
+        r#"CustomResourceDefinition.apiextensions.k8s.io "widgets.example.com" is invalid: spec.scope: Invalid value: "Cluster": field is immutable"#
+    );
+    assert_eq!(
+        refused.message,
+        r#"CustomResourceDefinition.apiextensions.k8s.io "widgets.example.com" is invalid: status.storedVersions[0]: Invalid value: "v1": missing from spec.versions; v1 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v1 and removes v1 from status.storedVersions"#
+    );
+}

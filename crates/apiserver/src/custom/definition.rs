@@ -180,6 +180,60 @@ pub fn validate(crd: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// The errors of an update of `old` to `crd`, beyond those of [`validate`]: what names its
+/// storage may not change (`spec.group`, `spec.names.plural`; `spec.scope` and
+/// `spec.names.kind` once established), and every version objects were ever stored in
+/// (`status.storedVersions`, which the update keeps) must still be in `spec.versions` (kube's
+/// `validateCustomResourceDefinitionSpecUpdate` and `ValidateCustomResourceDefinitionStoredVersions`).
+pub fn validate_update(crd: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errors = validate(crd);
+    let established = old["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|condition| condition["type"] == "Established" && condition["status"] == "True");
+    let mut immutable = Vec::new();
+    if established {
+        immutable.extend([
+            ("spec.scope", "/spec/scope"),
+            ("spec.names.kind", "/spec/names/kind"),
+        ]);
+    }
+    immutable.extend([
+        ("spec.group", "/spec/group"),
+        ("spec.names.plural", "/spec/names/plural"),
+    ]);
+    for (field, pointer) in immutable {
+        let value = crd.pointer(pointer).cloned().unwrap_or_default();
+        if Some(&value) != old.pointer(pointer) {
+            errors.push(FieldError::invalid(field, value, "field is immutable"));
+        }
+    }
+    let listed: Vec<&str> = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|version| text(&version["name"]))
+        .collect();
+    let stored = crd["status"]["storedVersions"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    for (index, version) in stored.enumerate() {
+        let name = text(version);
+        if !listed.contains(&name) {
+            errors.push(FieldError::invalid(
+                format!("status.storedVersions[{index}]"),
+                version.clone(),
+                format!(
+                    "missing from spec.versions; {name} was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in {name} and removes {name} from status.storedVersions"
+                ),
+            ));
+        }
+    }
+    errors
+}
+
 /// kube's `ValidateCustomResourceDefinitionNames`.
 fn names_errors(names: &Value, base: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();

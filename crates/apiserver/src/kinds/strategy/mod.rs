@@ -110,7 +110,7 @@ pub(crate) fn validate_update(
     status_only: bool,
 ) -> Result<(), ApiError> {
     if kind.is_crd() && !status_only {
-        return refuse(kind, new, custom::definition::validate(new));
+        return refuse(kind, new, custom::definition::validate_update(new, old));
     }
     let Some(version) = &kind.custom else {
         return Ok(());
