@@ -613,7 +613,7 @@ fn validation_cost(rounds: u32) -> Duration {
     let started = Instant::now();
     for _ in 0..rounds {
         let mut copy = object.clone();
-        let removed = custom::coerce(&version, &mut copy);
+        let removed = custom::fit_to_schema(&version, &mut copy);
         let errors = custom::validate_create(&version, &copy);
         assert!(removed.is_empty() && errors.is_empty(), "{errors:?}");
     }

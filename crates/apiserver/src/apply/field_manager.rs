@@ -14,7 +14,7 @@
 //! - the time of the manager that changed something;
 //! - at most ten updaters: the oldest are folded into `ancient-changes`;
 //! - for the manager `kubectl`, the `last-applied-configuration` annotation of client-side
-//!   apply (see [`last_applied`](super::last_applied)).
+//!   apply (see [`super::last_applied`]).
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;

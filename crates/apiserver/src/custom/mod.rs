@@ -1,12 +1,18 @@
-//! Custom resources as kube-apiserver's apiextensions-apiserver treats them on a write:
+//! CustomResourceDefinitions and their custom resources as kube-apiserver's
+//! apiextensions-apiserver treats them:
 //!
-//! - decoding makes the object fit its version's schema ([`coerce`]: unknown fields pruned and
-//!   named for the field validation policy, disallowed `null`s dropped, defaults filled in);
+//! - a CRD is checked and defaulted before it is served ([`definition`]); each served version
+//!   is read once into a [`CustomVersion`];
+//! - decoding makes a custom resource fit its version's schema ([`fit_to_schema`], with
+//!   [`coerce`]: unknown fields pruned and named for the field validation policy, disallowed
+//!   `null`s dropped, defaults filled in);
 //! - the strategy drops `status` from a create and keeps the stored one on a write of the main
 //!   resource when the version has a status subresource;
 //! - validation checks the object against the schema ([`validate`], with ratcheting on update),
-//!   the uniqueness of `set` and `map` lists, and the `scale` subresource's replicas, each error
-//!   worded as kube words it ([`FieldError`]).
+//!   the uniqueness of `set` and `map` lists, the `scale` subresource's replicas, then the CEL
+//!   rules, each error worded as kube words it ([`FieldError`]);
+//! - reads through another served version convert the object ([`conversion`]), and Tables show
+//!   the version's printer columns ([`table`]).
 
 pub mod coerce;
 pub mod conversion;
@@ -34,7 +40,7 @@ pub const NIL_PATH: &str = "<nil>";
 
 /// Makes `object`, a custom resource of `version` as decoded from a request, fit the version's
 /// schema; returns the paths of the fields it did not declare, which are gone.
-pub fn coerce(version: &CustomVersion, object: &mut Value) -> Vec<String> {
+pub fn fit_to_schema(version: &CustomVersion, object: &mut Value) -> Vec<String> {
     let Some(schema) = version.schema.as_deref() else {
         return Vec::new();
     };

@@ -6,12 +6,11 @@
 //! type does not declare, and fields given twice, are "strict decoding errors": dropped, and
 //! reported as warnings (`Warn`, the default), refused (`Strict`), or neither (`Ignore`).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::body::ParsedBody;
 use super::options::FieldValidation;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
 use crate::custom;
 use crate::kinds::schema::type_error_message;
 use crate::kinds::typed::{self, PathSegment};
@@ -96,7 +95,7 @@ fn decode_custom(
         }
     }
     if let Some(custom) = &kind.custom {
-        unknown.extend(custom::coerce(custom, &mut value));
+        unknown.extend(custom::fit_to_schema(custom, &mut value));
     }
     let strict = strict_errors(duplicate_fields, &unknown);
     checked(kind, value, strict, validation, origin)
