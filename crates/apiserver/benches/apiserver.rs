@@ -158,6 +158,28 @@ async fn creates_per_second(watchers: usize, total: usize) -> f64 {
         .map(|_| tokio::spawn(watcher(address, Arc::clone(&seen), false)))
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
+    let rate = post_all(
+        address,
+        total,
+        "/api/v1/namespaces/default/configmaps",
+        |i| configmap(&format!("cm-{i}")),
+    )
+    .await;
+    for task in watch_tasks {
+        task.abort();
+    }
+    server.shutdown().await;
+    rate
+}
+
+/// POSTs `total` bodies (`body(i)`) to `path` over 8 connections, each answered 201; returns
+/// creates per second.
+async fn post_all(
+    address: SocketAddr,
+    total: usize,
+    path: &'static str,
+    body: fn(usize) -> Vec<u8>,
+) -> f64 {
     let clients = 8;
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
@@ -165,14 +187,8 @@ async fn creates_per_second(watchers: usize, total: usize) -> f64 {
             tokio::spawn(async move {
                 let mut connection = Connection::open(address).await;
                 for i in (client..total).step_by(clients) {
-                    let (code, _) = connection
-                        .request(
-                            "POST",
-                            "/api/v1/namespaces/default/configmaps",
-                            &configmap(&format!("cm-{i}")),
-                        )
-                        .await;
-                    assert_eq!(code, 201);
+                    let (code, answer) = connection.request("POST", path, &body(i)).await;
+                    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
                 }
             })
         })
@@ -180,12 +196,7 @@ async fn creates_per_second(watchers: usize, total: usize) -> f64 {
     for task in tasks {
         task.await.unwrap();
     }
-    let rate = total as f64 / started.elapsed().as_secs_f64();
-    for task in watch_tasks {
-        task.abort();
-    }
-    server.shutdown().await;
-    rate
+    total as f64 / started.elapsed().as_secs_f64()
 }
 
 /// Creates at `rate` per second for `total` objects with `watchers` watchers; returns the
@@ -576,30 +587,11 @@ async fn gadgets(schema: serde_json::Value) -> ApiServer {
 
 /// Creates `total` Gadgets over 8 connections; returns creates per second.
 async fn gadget_creates(server: &ApiServer, total: usize) -> f64 {
-    let address = server.address();
-    let clients = 8;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|client| {
-            tokio::spawn(async move {
-                let mut connection = Connection::open(address).await;
-                for i in (client..total).step_by(clients) {
-                    let (code, body) = connection
-                        .request(
-                            "POST",
-                            "/apis/bench.example.com/v1/namespaces/default/gadgets",
-                            &custom_resource(&format!("g-{i}")),
-                        )
-                        .await;
-                    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    total as f64 / started.elapsed().as_secs_f64()
+    let path = "/apis/bench.example.com/v1/namespaces/default/gadgets";
+    post_all(server.address(), total, path, |i| {
+        custom_resource(&format!("g-{i}"))
+    })
+    .await
 }
 
 /// The time one object's schema work takes (pruning, defaults, validation, CEL rules), in

@@ -9,6 +9,18 @@ use kube::{Client, Config};
 use serde_json::{Value, json};
 
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// The namespaced Widget CRD of `example.com` with these `versions`.
+fn widget_crd(versions: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": versions},
+    })
+}
 
 async fn server() -> (ApiServer, Client) {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
@@ -67,35 +79,28 @@ async fn widgets_with(client: &Client, schema: Value, scale: bool) {
             "statusReplicasPath": ".status.replicas",
         });
     }
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": schema},
-                "subresources": subresources,
-            }],
-        },
-    });
-    send(
-        client,
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        crd,
-    )
-    .await
-    .unwrap();
+    let crd = widget_crd(json!([{
+        "name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": schema},
+        "subresources": subresources,
+    }]));
+    send(client, "POST", CRDS, "application/json", crd)
+        .await
+        .unwrap();
 }
 
 fn widget(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "example.com/v1", "kind": "Widget",
            "metadata": {"name": name}, "spec": spec})
+}
+
+/// A JSON merge patch of the object at `path`; the object answered, or the refusal's `Status`.
+async fn merge_patch(
+    client: &Client,
+    path: &str,
+    patch: Value,
+) -> Result<Value, Box<kube::core::Status>> {
+    send(client, "PATCH", path, "application/merge-patch+json", patch).await
 }
 
 /// Sends a request; the object answered, or the refusal's `Status`.
@@ -370,11 +375,9 @@ async fn defaults_fill_in_and_disallowed_nulls_go() {
         json!({"name": "abc", "maybe": null, "size": 3})
     );
     // A merge patch that removes the defaulted field gets it back.
-    let patched = send(
+    let patched = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w"),
-        "application/merge-patch+json",
         json!({"spec": {"size": null}}),
     )
     .await
@@ -405,11 +408,9 @@ async fn patches_and_status_writes_are_checked_too() {
     // With a status subresource, a create does not set status.
     assert!(created.get("status").is_none());
 
-    let patch = send(
+    let patch = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w"),
-        "application/merge-patch+json",
         json!({"spec": {"replicas": 99}}),
     )
     .await
@@ -419,11 +420,9 @@ async fn patches_and_status_writes_are_checked_too() {
         r#"Widget.example.com "w" is invalid: spec.replicas: Invalid value: 99: spec.replicas in body should be less than or equal to 10"#
     );
 
-    let status = send(
+    let status = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w/status"),
-        "application/merge-patch+json",
         json!({"status": {"replicas": "many"}}),
     )
     .await
@@ -432,11 +431,9 @@ async fn patches_and_status_writes_are_checked_too() {
         status.message,
         r#"Widget.example.com "w" is invalid: [status.replicas: Invalid value: "string": replicas in body must be of type integer: "string", .status.replicas: Invalid value: 0: .status.replicas accessor error: many is of the type string, expected int64]"#
     );
-    let status = send(
+    let status = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w/status"),
-        "application/merge-patch+json",
         json!({"status": {"replicas": -1}}),
     )
     .await
@@ -446,11 +443,9 @@ async fn patches_and_status_writes_are_checked_too() {
         status.message,
         r#"Widget.example.com "w" is invalid: .status.replicas: Invalid value: -1: should be a non-negative integer"#
     );
-    let fine = send(
+    let fine = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w/status"),
-        "application/merge-patch+json",
         json!({"status": {"replicas": 1, "phase": "Ready"}}),
     )
     .await
@@ -503,22 +498,18 @@ async fn an_unchanged_invalid_value_does_not_block_an_update() {
     .await
     .unwrap();
     // Changing another field is allowed: the bad name is not new.
-    let patched = send(
+    let patched = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w"),
-        "application/merge-patch+json",
         json!({"spec": {"replicas": 2}}),
     )
     .await
     .unwrap();
     assert_eq!(patched["spec"]["replicas"], 2);
     // Changing the bad field to another bad value is not.
-    let refused = send(
+    let refused = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w"),
-        "application/merge-patch+json",
         json!({"spec": {"name": "STILL-BAD"}}),
     )
     .await
@@ -568,7 +559,7 @@ async fn dry_run_is_validated_and_stores_nothing() {
 #[tokio::test]
 async fn a_crd_is_answered_established_and_a_bad_one_is_refused() {
     let (_server, client) = server().await;
-    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
     let good = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "gadgets.example.com"},
@@ -579,7 +570,7 @@ async fn a_crd_is_answered_established_and_a_bad_one_is_refused() {
                           "schema": {"openAPIV3Schema": {"type": "object"}}}],
         },
     });
-    let created = send(&client, "POST", path, "application/json", good.clone())
+    let created = send(&client, "POST", CRDS, "application/json", good.clone())
         .await
         .unwrap();
     // Defaults, and the status kube's controllers set at once.
@@ -636,7 +627,7 @@ async fn a_crd_is_answered_established_and_a_bad_one_is_refused() {
         bad["spec"]["names"] = json!({"plural": "gizmos", "kind": "Gizmo"});
         merge(&mut bad, &change);
         let name = bad["metadata"]["name"].as_str().unwrap().to_string();
-        let refused = send(&client, "POST", path, "application/json", bad)
+        let refused = send(&client, "POST", CRDS, "application/json", bad)
             .await
             .expect_err(expected);
         assert_eq!(refused.code, 422, "{expected}");
@@ -747,11 +738,9 @@ async fn cel_rules_hold_on_create_and_update() {
     .await
     .unwrap();
     // The transition rule compares with the stored object.
-    let shrunk = send(
+    let shrunk = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w"),
-        "application/merge-patch+json",
         json!({"spec": {"max": 3}}),
     )
     .await
@@ -760,11 +749,9 @@ async fn cel_rules_hold_on_create_and_update() {
         shrunk.message,
         r#"Widget.example.com "w" is invalid: spec: Invalid value: max may not shrink below 5"#
     );
-    let grown = send(
+    let grown = merge_patch(
         &client,
-        "PATCH",
         &format!("{WIDGETS}/w"),
-        "application/merge-patch+json",
         json!({"spec": {"max": 7}}),
     )
     .await
@@ -780,25 +767,11 @@ async fn a_rule_that_does_not_compile_refuses_the_crd() {
         {"rule": "self.min <="},
         {"rule": "true", "reason": "Because"},
     ]);
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                          "schema": {"openAPIV3Schema": schema}}],
-        },
-    });
-    let refused = send(
-        &client,
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        crd,
-    )
-    .await
-    .unwrap_err();
+    let crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
+                                  "schema": {"openAPIV3Schema": schema}}]));
+    let refused = send(&client, "POST", CRDS, "application/json", crd)
+        .await
+        .unwrap_err();
     assert_eq!(refused.code, 422);
     let details = refused.details.unwrap();
     let fields: Vec<&str> = details.causes.iter().map(|c| c.field.as_str()).collect();
@@ -834,22 +807,13 @@ async fn an_object_reads_the_same_through_every_served_version() {
                 "color": {"type": "string", "default": "blue"},
             }}}}}})
     };
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"plural": "widgets", "kind": "Widget"},
-                 "versions": [version("v1beta1", false, 1), version("v1", true, 2)]},
-    });
-    send(
-        &client,
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        crd,
-    )
-    .await
-    .unwrap();
+    let crd = widget_crd(json!([
+        version("v1beta1", false, 1),
+        version("v1", true, 2)
+    ]));
+    send(&client, "POST", CRDS, "application/json", crd)
+        .await
+        .unwrap();
     let beta = "/apis/example.com/v1beta1/namespaces/default/widgets";
     let created = send(
         &client,
@@ -922,48 +886,36 @@ async fn an_object_reads_the_same_through_every_served_version() {
 #[tokio::test]
 async fn a_version_objects_were_stored_in_stays_listed_and_names_stay() {
     let (_server, client) = server().await;
-    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
     let version = |name: &str, storage: bool| {
         json!({"name": name, "served": true, "storage": storage,
                "schema": {"openAPIV3Schema": {"type": "object"}}})
     };
-    let mut crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"plural": "widgets", "kind": "Widget"},
-                 "versions": [version("v1", true)]},
-    });
-    send(&client, "POST", path, "application/json", crd.clone())
+    let mut crd = widget_crd(json!([version("v1", true)]));
+    send(&client, "POST", CRDS, "application/json", crd.clone())
         .await
         .unwrap();
     // v2 becomes the storage version: both have now been stored in.
     crd["spec"]["versions"] = json!([version("v1", false), version("v2", true)]);
-    let updated = send(
+    let updated = merge_patch(
         &client,
-        "PATCH",
-        &format!("{path}/widgets.example.com"),
-        "application/merge-patch+json",
+        &format!("{CRDS}/widgets.example.com"),
         json!({"spec": {"versions": crd["spec"]["versions"]}}),
     )
     .await
     .unwrap();
     assert_eq!(updated["status"]["storedVersions"], json!(["v1", "v2"]));
-    let refused = send(
+    let refused = merge_patch(
         &client,
-        "PATCH",
-        &format!("{path}/widgets.example.com"),
-        "application/merge-patch+json",
+        &format!("{CRDS}/widgets.example.com"),
         json!({"spec": {"versions": [version("v2", true)]}}),
     )
     .await
     .unwrap_err();
     assert_eq!(refused.code, 422);
-    let renamed = send(
+    let renamed = merge_patch(
         &client,
-        "PATCH",
-        &format!("{path}/widgets.example.com"),
-        "application/merge-patch+json",
+        &format!("{CRDS}/widgets.example.com"),
         json!({"spec": {"scope": "Cluster"}}),
     )
     .await

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::path::PathElement;
 use super::schema::{Expected, Node, ScalarKind, Type};
 use super::typed::{TypeError, item_step};
+use crate::custom::go_type;
 
 /// What is wrong with a configuration: one or more errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,19 +155,6 @@ fn scalar_error(kind: ScalarKind, value: &Value) -> Option<String> {
             Some(format!("expected any scalar, got {}", go_value(value)))
         }
         _ => None,
-    }
-}
-
-/// The Go type of a decoded JSON value (`%T`).
-fn go_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(number) if number.is_f64() => "float64",
-        Value::Number(_) => "int64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
     }
 }
 

@@ -13,13 +13,17 @@ use crate::storage::StoredObject;
 /// custom resource), so the stored object and its serialization are sent as they are.
 pub fn converted(kind: &ResourceKind, object: &StoredObject) -> Option<StoredObject> {
     let version = kind.custom.as_deref()?;
-    let wanted = kind.api_version();
-    match object.value().get("apiVersion").and_then(Value::as_str) {
-        Some(found) if found != wanted => {}
-        _ => return None,
+    let found = object.value().get("apiVersion").and_then(Value::as_str)?;
+    // `<group>/<version>`, compared without making it: this runs for every object answered.
+    let same = found
+        .strip_prefix(kind.group.as_str())
+        .and_then(|rest| rest.strip_prefix('/'))
+        == Some(kind.version.as_str());
+    if same {
+        return None;
     }
     let mut value = object.value().clone();
-    value["apiVersion"] = Value::String(wanted);
+    value["apiVersion"] = Value::String(kind.api_version());
     if version.has_defaults
         && let Some(schema) = version.schema.as_deref()
     {

@@ -84,13 +84,33 @@ pub fn validate(crd: &Value) -> Vec<FieldError> {
 
     let no_versions = Vec::new();
     let versions = spec["versions"].as_array().unwrap_or(&no_versions);
-    let alike = |field: &str| {
-        versions.len() > 1
-            && versions
-                .iter()
-                .all(|v| v.get(field) == versions[0].get(field))
-            || versions.len() == 1
+    // Where the errors of a version's `field` are named: once, at the top, when every version
+    // states it alike; else under each version.
+    let placed = |field: &str, top: &'static str, own: &'static str| {
+        let alike = versions
+            .iter()
+            .all(|version| version.get(field) == versions[0].get(field));
+        move |index: usize| match (alike, index) {
+            (true, 0) => Some(top.to_string()),
+            (true, _) => None,
+            (false, _) => Some(format!("spec.versions[{index}].{own}")),
+        }
     };
+    let schema_at = placed(
+        "schema",
+        "spec.validation.openAPIV3Schema",
+        "schema.openAPIV3Schema",
+    );
+    let scale_at = placed(
+        "subresources",
+        "spec.subresources.scale",
+        "subresources.scale",
+    );
+    let columns_at = placed(
+        "additionalPrinterColumns",
+        "spec.additionalPrinterColumns",
+        "additionalPrinterColumns",
+    );
     for (index, version) in versions.iter().enumerate() {
         let path = format!("spec.versions[{index}]");
         if version["schema"]["openAPIV3Schema"].is_null() {
@@ -110,12 +130,9 @@ pub fn validate(crd: &Value) -> Vec<FieldError> {
     }
     for (index, version) in versions.iter().enumerate() {
         let schema = &version["schema"]["openAPIV3Schema"];
-        if schema.is_object() && (index == 0 || !alike("schema")) {
-            let base = if alike("schema") {
-                "spec.validation.openAPIV3Schema".to_string()
-            } else {
-                format!("spec.versions[{index}].schema.openAPIV3Schema")
-            };
+        if schema.is_object()
+            && let Some(base) = schema_at(index)
+        {
             let subresources = &version["subresources"];
             errors.extend(schema_errors(
                 schema,
@@ -126,23 +143,13 @@ pub fn validate(crd: &Value) -> Vec<FieldError> {
         if let Some(scale) = version["subresources"]
             .get("scale")
             .filter(|s| s.is_object())
-            && (index == 0 || !alike("subresources"))
+            && let Some(base) = scale_at(index)
         {
-            let base = if alike("subresources") {
-                "spec.subresources.scale".to_string()
-            } else {
-                format!("spec.versions[{index}].subresources.scale")
-            };
             errors.extend(scale_errors(scale, &base));
         }
         if let Some(columns) = version["additionalPrinterColumns"].as_array()
-            && (index == 0 || !alike("additionalPrinterColumns"))
+            && let Some(base) = columns_at(index)
         {
-            let base = if alike("additionalPrinterColumns") {
-                "spec.additionalPrinterColumns".to_string()
-            } else {
-                format!("spec.versions[{index}].additionalPrinterColumns")
-            };
             for (column_index, column) in columns.iter().enumerate() {
                 errors.extend(column_errors(column, &format!("{base}[{column_index}]")));
             }
@@ -261,20 +268,7 @@ fn names_errors(names: &Value, base: &str) -> Vec<FieldError> {
             ));
         }
     }
-    for (index, short) in names["shortNames"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        if let Some(problems) = dns1035_problems(text(short)) {
-            errors.push(FieldError::invalid(
-                format!("{base}.shortNames[{index}]"),
-                short.clone(),
-                problems,
-            ));
-        }
-    }
+    errors.extend(label_list_errors(names, "shortNames", base));
     let kind = text(&names["kind"]);
     if !kind.is_empty() && kind == text(&names["listKind"]) {
         errors.push(FieldError::invalid(
@@ -283,21 +277,22 @@ fn names_errors(names: &Value, base: &str) -> Vec<FieldError> {
             "kind and listKind may not be the same",
         ));
     }
-    for (index, category) in names["categories"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        if let Some(problems) = dns1035_problems(text(category)) {
-            errors.push(FieldError::invalid(
-                format!("{base}.categories[{index}]"),
-                category.clone(),
-                problems,
-            ));
-        }
-    }
+    errors.extend(label_list_errors(names, "categories", base));
     errors
+}
+
+/// The errors of a list of names that must each be a DNS-1035 label (`shortNames`,
+/// `categories`).
+fn label_list_errors(names: &Value, field: &str, base: &str) -> Vec<FieldError> {
+    let listed = names[field].as_array().into_iter().flatten();
+    listed
+        .enumerate()
+        .filter_map(|(index, name)| {
+            dns1035_problems(text(name)).map(|problems| {
+                FieldError::invalid(format!("{base}.{field}[{index}]"), name.clone(), problems)
+            })
+        })
+        .collect()
 }
 
 /// Where a schema node is: the root, a field of an object, or the items of a list.

@@ -155,6 +155,19 @@ pub fn write_go_value(out: &mut String, value: &Value) {
     }
 }
 
+/// Go's name for the type a JSON value decodes into (`%T` of an unstructured value).
+pub fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(number) if number.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
 /// A JSON number as Go's `%v` prints the `int64` or `float64` it decodes into.
 pub fn write_go_number(out: &mut String, number: &serde_json::Number) {
     if let Some(integer) = number.as_i64() {

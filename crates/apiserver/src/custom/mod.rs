@@ -31,7 +31,9 @@ use serde_json::Value;
 
 use crate::structural::Node;
 
-pub use self::field_error::{FieldError, FieldErrorKind, go_float, go_quoted, write_go_value};
+pub use self::field_error::{
+    FieldError, FieldErrorKind, go_float, go_quoted, go_type, write_go_value,
+};
 pub use self::json_path::JsonPath;
 pub use self::version::{CustomVersion, PrinterColumn, ScalePaths};
 
@@ -183,24 +185,11 @@ fn list_types_unless_old_broke_them(schema: &Node, new: &Value, old: &Value) -> 
     errors
 }
 
-/// The value at a dotted path (`spec.replicas`).
-fn at<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+/// The value at a dotted path (`spec.replicas`), if there is one.
+pub(crate) fn at<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.')
         .filter(|segment| !segment.is_empty())
         .try_fold(object, |value, segment| value.get(segment))
-}
-
-/// Go's name for the type a JSON value decodes into.
-fn go_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(number) if number.is_f64() => "float64",
-        Value::Number(_) => "int64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
 }
 
 /// The replicas at `path` must be a non-negative int32 (kube's `ValidateScaleSpec`).

@@ -462,23 +462,13 @@ impl Walk<'_> {
             return;
         };
         let name = self.path.clone();
-        let size = i64::try_from(items.len()).unwrap_or(i64::MAX);
-        if let Some(min) = checks.min_items
-            && size < min
-        {
-            let detail = format!("{name} in body should have at least {min} items");
-            self.push(FieldErrorKind::Invalid, &name, Value::from(size), detail);
-        }
-        if let Some(max) = checks.max_items
-            && size > max
-        {
-            self.push(
-                FieldErrorKind::TooMany,
-                &name,
-                Value::from(size),
-                too_many(max),
-            );
-        }
+        self.counts(
+            &name,
+            items.len(),
+            checks.min_items,
+            checks.max_items,
+            "items",
+        );
         if checks.unique_items && has_duplicates(items) {
             let detail = format!("{name} in body shouldn't contain duplicates");
             self.push(
@@ -486,6 +476,28 @@ impl Walk<'_> {
                 &name,
                 Value::String(String::new()),
                 detail,
+            );
+        }
+    }
+
+    /// `minItems` and `maxItems`, or `minProperties` and `maxProperties` (`noun`), of a value
+    /// with `size` entries.
+    fn counts(&mut self, name: &str, size: usize, min: Option<i64>, max: Option<i64>, noun: &str) {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        if let Some(min) = min
+            && size < min
+        {
+            let detail = format!("{name} in body should have at least {min} {noun}");
+            self.push(FieldErrorKind::Invalid, name, Value::from(size), detail);
+        }
+        if let Some(max) = max
+            && size > max
+        {
+            self.push(
+                FieldErrorKind::TooMany,
+                name,
+                Value::from(size),
+                too_many(max),
             );
         }
     }
@@ -522,23 +534,8 @@ impl Walk<'_> {
     ) {
         let name = self.path.clone();
         if let Some(checks) = checks {
-            let size = i64::try_from(fields.len()).unwrap_or(i64::MAX);
-            if let Some(min) = checks.min_properties
-                && size < min
-            {
-                let detail = format!("{name} in body should have at least {min} properties");
-                self.push(FieldErrorKind::Invalid, &name, Value::from(size), detail);
-            }
-            if let Some(max) = checks.max_properties
-                && size > max
-            {
-                self.push(
-                    FieldErrorKind::TooMany,
-                    &name,
-                    Value::from(size),
-                    too_many(max),
-                );
-            }
+            let (min, max) = (checks.min_properties, checks.max_properties);
+            self.counts(&name, fields.len(), min, max, "properties");
         }
         let length = self.path.len();
         if let Some(values) = &node.additional_properties {

@@ -3,6 +3,8 @@
 //! declare it), a Pod's `ephemeralcontainers`, `eviction` and `binding`, a ServiceAccount's
 //! `token`, a CertificateSigningRequest's `approval`, and a Namespace's `finalize`.
 
+use std::sync::OnceLock;
+
 use axum::extract::Request;
 use axum::http::Method;
 use axum::response::Response;
@@ -11,6 +13,7 @@ use serde_json::{Value, json};
 use super::status::{ApiError, json_response};
 use super::write::{self, Item};
 use super::{App, Query};
+use crate::custom::{self, ScalePaths};
 use crate::request::encode::Encoding;
 use crate::request::options::{Verb, WriteOptions};
 use crate::resource::ResourceKind;
@@ -125,42 +128,27 @@ fn get(app: &App, kind: &ResourceKind, item: Item<'_>) -> Result<Value, ApiError
         .map_err(|error| ApiError::from_store(&error, Some(kind)))
 }
 
-/// Where a resource keeps what its `scale` shows: the desired and current replicas and the
-/// selector, as dotted paths; the selector is a label selector object for built-in kinds, a
-/// map for a ReplicationController, a string for a custom resource.
-struct ScalePaths {
-    spec_replicas: String,
-    status_replicas: String,
-    selector: Option<String>,
-    selector_is_string: bool,
-}
-
-fn scale_paths(kind: &ResourceKind) -> Result<ScalePaths, ApiError> {
+/// Where a resource keeps what its `scale` shows: a custom resource where its CRD says (the
+/// selector a string), a built-in kind in `spec.replicas`, `status.replicas` and `spec.selector`
+/// (a label selector object, or a map for a ReplicationController).
+fn scale_paths(kind: &ResourceKind) -> Result<&ScalePaths, ApiError> {
+    static BUILTIN: OnceLock<ScalePaths> = OnceLock::new();
     if kind.builtin.is_some() {
-        return Ok(ScalePaths {
+        return Ok(BUILTIN.get_or_init(|| ScalePaths {
             spec_replicas: "spec.replicas".into(),
             status_replicas: "status.replicas".into(),
-            selector: Some("spec.selector".into()),
-            selector_is_string: false,
-        });
+            label_selector: Some("spec.selector".into()),
+        }));
     }
-    let scale = kind
-        .custom
+    kind.custom
         .as_ref()
         .and_then(|custom| custom.scale.as_ref())
-        .ok_or_else(ApiError::not_found_path)?;
-    Ok(ScalePaths {
-        spec_replicas: scale.spec_replicas.clone(),
-        status_replicas: scale.status_replicas.clone(),
-        selector: scale.label_selector.clone(),
-        selector_is_string: true,
-    })
+        .ok_or_else(ApiError::not_found_path)
 }
 
+/// The value at a dotted path, `null` when there is none.
 fn at<'a>(object: &'a Value, path: &str) -> &'a Value {
-    path.split('.')
-        .filter(|segment| !segment.is_empty())
-        .fold(object, |value, segment| &value[segment])
+    custom::at(object, path).unwrap_or(&Value::Null)
 }
 
 fn at_mut<'a>(object: &'a mut Value, path: &str) -> &'a mut Value {
@@ -184,9 +172,9 @@ fn scale_of(kind: &ResourceKind, object: &Value) -> Result<Value, ApiError> {
             paths.spec_replicas
         )));
     }
-    let selector = match &paths.selector {
+    let selector = match &paths.label_selector {
         None => String::new(),
-        Some(path) if paths.selector_is_string => {
+        Some(path) if kind.builtin.is_none() => {
             at(object, path).as_str().unwrap_or_default().to_string()
         }
         Some(path) => selector_text(at(object, path)),
