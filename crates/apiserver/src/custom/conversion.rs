@@ -1,33 +1,218 @@
-//! A custom resource read through another served version of its CRD than the one it was
-//! written through, converted as kube-apiserver's `None` strategy converts it: the same object
-//! under the requested `apiVersion`, with that version's defaults filled in. (A `Webhook`
-//! strategy is not served: such objects are converted the same way.)
+//! Custom resources between the served versions of their CRD, as kube-apiserver converts them:
+//! stored in the CRD's storage version, shown in the version a request names.
+//!
+//! The CRD's `spec.conversion.strategy` says how: `None` changes only `apiVersion`; `Webhook`
+//! asks the CRD's conversion webhook ([`ConversionWebhook`]), one call for all the objects of
+//! one answer. Either way the converted object is then made to fit its new version's schema
+//! (pruned and defaulted), as apiextensions-apiserver's schema-coercing converter does.
+
+use std::ops::Deref;
 
 use serde_json::Value;
 
-use super::coerce;
+use super::webhook::ConversionWebhook;
+use crate::registry::Registry;
 use crate::resource::ResourceKind;
+use crate::rest::status::ApiError;
 use crate::storage::StoredObject;
 
-/// `object` as `kind`'s version shows it; `None` when it is already that (or `kind` is not a
-/// custom resource), so the stored object and its serialization are sent as they are.
-pub fn converted(kind: &ResourceKind, object: &StoredObject) -> Option<StoredObject> {
-    let version = kind.custom.as_deref()?;
-    let found = object.value().get("apiVersion").and_then(Value::as_str)?;
+/// How a CRD converts its objects between its versions; one per CRD, shared by its versions.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Conversion {
+    /// The version objects are written in (`storage: true`).
+    pub storage_version: String,
+    /// The webhook of the `Webhook` strategy; `None` for the `None` strategy.
+    pub webhook: Option<ConversionWebhook>,
+}
+
+impl Conversion {
+    /// Reads a CRD's storage version and `spec.conversion`.
+    pub fn read(crd: &Value) -> Self {
+        let spec = &crd["spec"];
+        let storage_version = spec["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|version| version["storage"] == true)
+            .and_then(|version| version["name"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let webhook = (spec["conversion"]["strategy"] == "Webhook")
+            .then(|| {
+                ConversionWebhook::read(
+                    crd["metadata"]["name"].as_str().unwrap_or_default(),
+                    &spec["conversion"]["webhook"],
+                )
+            })
+            .flatten();
+        Self {
+            storage_version,
+            webhook,
+        }
+    }
+}
+
+/// Whether `object` is in another version than `kind`'s (and `kind` is a custom resource).
+pub fn needs_conversion(kind: &ResourceKind, object: &Value) -> bool {
+    if kind.custom.is_none() {
+        return false;
+    }
+    let found = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     // `<group>/<version>`, compared without making it: this runs for every object answered.
-    let same = found
+    found
         .strip_prefix(kind.group.as_str())
         .and_then(|rest| rest.strip_prefix('/'))
-        == Some(kind.version.as_str());
-    if same {
+        != Some(kind.version.as_str())
+}
+
+/// Whether converting to `kind`'s version calls a webhook.
+pub fn uses_webhook(kind: &ResourceKind) -> bool {
+    kind.custom
+        .as_deref()
+        .is_some_and(|version| version.conversion.webhook.is_some())
+}
+
+/// `object` as `kind`'s version shows it, when that needs no webhook; `None` when it is
+/// already that (or `kind` is not a custom resource, or its CRD converts with a webhook, whose
+/// callers convert with [`shown`] first).
+pub fn converted(kind: &ResourceKind, object: &StoredObject) -> Option<StoredObject> {
+    if !needs_conversion(kind, object) || uses_webhook(kind) {
         return None;
     }
+    let version = kind.custom.as_deref()?;
     let mut value = object.value().clone();
     value["apiVersion"] = Value::String(kind.api_version());
-    if version.has_defaults
-        && let Some(schema) = version.schema.as_deref()
-    {
-        coerce::apply_defaults(&mut value, schema);
-    }
+    super::fit_to_schema(version, &mut value);
     Some(StoredObject::new(value))
+}
+
+/// `objects` as `kind`'s version shows them: each `None` that already is. A webhook is called
+/// once for all that need it; its failure is kube's 500.
+pub async fn shown(
+    kind: &ResourceKind,
+    objects: &[&StoredObject],
+    list: bool,
+) -> Result<Vec<Option<StoredObject>>, ApiError> {
+    let Some(version) = kind.custom.as_deref() else {
+        return Ok(objects.iter().map(|_| None).collect());
+    };
+    let Some(webhook) = &version.conversion.webhook else {
+        return Ok(objects
+            .iter()
+            .map(|object| converted(kind, object))
+            .collect());
+    };
+    let needed: Vec<&Value> = objects
+        .iter()
+        .filter(|object| needs_conversion(kind, object))
+        .map(|object| object.value())
+        .collect();
+    if needed.is_empty() {
+        return Ok(objects.iter().map(|_| None).collect());
+    }
+    let subject = match (list, needed.first()) {
+        (true, _) => format!(
+            "{}/{}, Kind={}List",
+            kind.group, version.conversion.storage_version, kind.kind
+        ),
+        (false, Some(object)) => subject(object),
+        (false, None) => String::new(),
+    };
+    let mut answered = webhook
+        .convert(&subject, &kind.api_version(), &needed, list)
+        .await
+        .map_err(|error| ApiError::unknown(error.to_string()))?
+        .into_iter();
+    Ok(objects
+        .iter()
+        .map(|object| {
+            if !needs_conversion(kind, object) {
+                return None;
+            }
+            let mut value = answered.next()?;
+            super::fit_to_schema(version, &mut value);
+            Some(StoredObject::new(value))
+        })
+        .collect())
+}
+
+/// A stored object as a request's version shows it.
+#[derive(Debug)]
+pub enum Shown<'a> {
+    /// The stored object itself: it is in that version.
+    Stored(&'a StoredObject),
+    /// The object converted.
+    Converted(StoredObject),
+}
+
+impl Deref for Shown<'_> {
+    type Target = StoredObject;
+
+    fn deref(&self) -> &StoredObject {
+        match self {
+            Self::Stored(object) => object,
+            Self::Converted(object) => object,
+        }
+    }
+}
+
+/// One object as `kind`'s version shows it.
+pub async fn shown_one<'a>(
+    kind: &ResourceKind,
+    object: &'a StoredObject,
+) -> Result<Shown<'a>, ApiError> {
+    Ok(match shown(kind, &[object], false).await?.pop().flatten() {
+        Some(converted) => Shown::Converted(converted),
+        None => Shown::Stored(object),
+    })
+}
+
+/// `object`, written through `kind`'s version, in its CRD's storage version, as it is stored.
+pub async fn to_storage(
+    registry: &Registry,
+    kind: &ResourceKind,
+    object: Value,
+) -> Result<Value, ApiError> {
+    let Some(version) = kind.custom.as_deref() else {
+        return Ok(object);
+    };
+    let storage = &version.conversion.storage_version;
+    if storage.is_empty() || *storage == kind.version {
+        return Ok(object);
+    }
+    let api_version = format!("{}/{storage}", kind.group);
+    let mut converted = match &version.conversion.webhook {
+        None => {
+            let mut object = object;
+            object["apiVersion"] = Value::String(api_version);
+            object
+        }
+        Some(webhook) => webhook
+            .convert(&subject(&object), &api_version, &[&object], false)
+            .await
+            .map_err(|error| ApiError::unknown(error.to_string()))?
+            .pop()
+            .unwrap_or_default(),
+    };
+    // The storage version is served unless the CRD says otherwise; one that is not has no
+    // schema here to fit.
+    if let Some(stored) = registry
+        .find(&kind.group, storage, &kind.plural)
+        .and_then(|kind| kind.custom)
+    {
+        super::fit_to_schema(&stored, &mut converted);
+    }
+    Ok(converted)
+}
+
+/// How kube names what a webhook converts: `group/version, Kind=Kind`.
+fn subject(object: &Value) -> String {
+    format!(
+        "{}, Kind={}",
+        object["apiVersion"].as_str().unwrap_or_default(),
+        object["kind"].as_str().unwrap_or_default()
+    )
 }

@@ -184,6 +184,214 @@ pub fn validate(crd: &Value) -> Vec<FieldError> {
         }
     }
     errors.extend(names_errors(names, "spec.names"));
+    errors.extend(conversion_errors(spec));
+    errors
+}
+
+/// The errors of `spec.conversion` (kube's `validateCustomResourceConversion`, which names the
+/// internal form's fields: `webhookClientConfig`, `conversionReviewVersions`). An invalid
+/// `caBundle` is accepted, as kube accepts it until the CRD is established.
+fn conversion_errors(spec: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let conversion = &spec["conversion"];
+    if !conversion.is_object() {
+        return errors;
+    }
+    let strategy = text(&conversion["strategy"]);
+    if strategy != "None" && spec["preserveUnknownFields"] == true {
+        errors.push(FieldError::invalid(
+            "spec.conversion.strategy",
+            Value::from(strategy),
+            "must be None if spec.preserveUnknownFields is true",
+        ));
+    }
+    match strategy {
+        "" => errors.push(FieldError::required("spec.conversion.strategy", "")),
+        "None" | "Webhook" => {}
+        other => errors.push(FieldError::new(
+            FieldErrorKind::NotSupported,
+            "spec.conversion.strategy",
+            Value::from(other),
+            r#"supported values: "None", "Webhook""#,
+        )),
+    }
+    let webhook = &conversion["webhook"];
+    let client = &webhook["clientConfig"];
+    let versions = &webhook["conversionReviewVersions"];
+    let has_versions = versions.as_array().is_some_and(|list| !list.is_empty());
+    if strategy != "Webhook" {
+        if client.is_object() {
+            errors.push(FieldError::new(
+                FieldErrorKind::Forbidden,
+                "spec.conversion.webhookClientConfig",
+                Value::Null,
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+        if has_versions {
+            errors.push(FieldError::new(
+                FieldErrorKind::Forbidden,
+                "spec.conversion.conversionReviewVersions",
+                Value::Null,
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+        return errors;
+    }
+    let base = "spec.conversion.webhookClientConfig";
+    if !client.is_object() {
+        errors.push(FieldError::required(
+            base,
+            "required when strategy is set to Webhook",
+        ));
+    } else {
+        match (client.get("url"), client.get("service")) {
+            (Some(url), None) => errors.extend(url_errors(text(url), &format!("{base}.url"))),
+            (None, Some(service)) => {
+                errors.extend(service_errors(service, &format!("{base}.service")));
+            }
+            _ => errors.push(FieldError::required(
+                base,
+                "exactly one of url or service is required",
+            )),
+        }
+    }
+    let path = "spec.conversion.conversionReviewVersions";
+    let Some(list) = versions.as_array().filter(|list| !list.is_empty()) else {
+        errors.push(FieldError::required(path, ""));
+        return errors;
+    };
+    let mut seen = std::collections::HashSet::new();
+    for (index, version) in list.iter().enumerate() {
+        let version = text(version);
+        if !seen.insert(version) {
+            errors.push(FieldError::invalid(
+                format!("{path}[{index}]"),
+                Value::from(version),
+                "duplicate version",
+            ));
+            continue;
+        }
+        if let Some(problems) = dns1035_problems(version) {
+            errors.push(FieldError::invalid(
+                format!("{path}[{index}]"),
+                Value::from(version),
+                problems,
+            ));
+        }
+    }
+    if !list
+        .iter()
+        .any(|version| super::webhook::REVIEW_VERSIONS.contains(&text(version)))
+    {
+        errors.push(FieldError::invalid(
+            path,
+            versions.clone(),
+            "must include at least one of v1, v1beta1",
+        ));
+    }
+    errors
+}
+
+/// The errors of a webhook's URL (apiserver's `ValidateWebhookURL`, HTTPS only).
+fn url_errors(url: &str, path: &str) -> Vec<FieldError> {
+    const FORM: &str = "; desired format: https://host[/path]";
+    let mut errors = Vec::new();
+    // Go's url.Parse keeps the fragment and the query apart; so does this.
+    let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (scheme, rest) = rest.split_once("://").unwrap_or(("", rest));
+    if scheme != "https" {
+        errors.push(FieldError::invalid(
+            path,
+            Value::from(scheme),
+            format!("'https' is the only allowed URL scheme{FORM}"),
+        ));
+    }
+    let authority = if url.contains("://") {
+        rest.split('/').next().unwrap_or_default()
+    } else {
+        ""
+    };
+    let (user, host) = authority.rsplit_once('@').unwrap_or(("", authority));
+    if host.is_empty() {
+        errors.push(FieldError::invalid(
+            path,
+            Value::from(host),
+            format!("host must be specified{FORM}"),
+        ));
+    }
+    if authority.contains('@') {
+        // Go shows the user information with its password masked.
+        let shown = match user.split_once(':') {
+            Some((name, _)) => format!("{name}:xxxxx"),
+            None => user.to_string(),
+        };
+        errors.push(FieldError::invalid(
+            path,
+            Value::from(shown),
+            "user information is not permitted in the URL",
+        ));
+    }
+    if !fragment.is_empty() {
+        errors.push(FieldError::invalid(
+            path,
+            Value::from(fragment),
+            "fragments are not permitted in the URL",
+        ));
+    }
+    if !query.is_empty() {
+        errors.push(FieldError::invalid(
+            path,
+            Value::from(query),
+            "query parameters are not permitted in the URL",
+        ));
+    }
+    errors
+}
+
+/// The errors of a webhook's Service reference (apiserver's `ValidateWebhookService`).
+fn service_errors(service: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for field in ["name", "namespace"] {
+        if text(&service[field]).is_empty() {
+            errors.push(FieldError::required(format!("{path}.{field}"), ""));
+        }
+    }
+    let port = service["port"].as_i64().unwrap_or(443);
+    if !(1..=65535).contains(&port) {
+        errors.push(FieldError::invalid(
+            format!("{path}.port"),
+            Value::from(port),
+            "port is not valid: must be between 1 and 65535, inclusive",
+        ));
+    }
+    let Some(url_path) = service["path"].as_str() else {
+        return errors;
+    };
+    if url_path.is_empty() || url_path == "/" {
+        return errors;
+    }
+    let invalid =
+        |detail: String| FieldError::invalid(format!("{path}.path"), Value::from(url_path), detail);
+    if url_path == "//" {
+        errors.push(invalid("segment[0] may not be empty".into()));
+        return errors;
+    }
+    if !url_path.starts_with('/') {
+        errors.push(invalid("must start with a '/'".into()));
+    }
+    let trimmed = url_path.get(1..).unwrap_or_default();
+    let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    for (index, step) in trimmed.split('/').enumerate() {
+        if step.is_empty() {
+            errors.push(invalid(format!("segment[{index}] may not be empty")));
+        } else if !is_dns1123_subdomain(step) {
+            errors.push(invalid(format!(
+                "segment[{index}]: {DNS1123_SUBDOMAIN_MESSAGE}"
+            )));
+        }
+    }
     errors
 }
 
@@ -747,6 +955,16 @@ pub fn default(crd: &mut Value) {
     }
     if text(&names["listKind"]).is_empty() {
         names["listKind"] = Value::from(format!("{kind}List"));
+    }
+    let spec = &mut crd["spec"];
+    if spec["conversion"].is_null() {
+        spec["conversion"] = serde_json::json!({"strategy": "None"});
+    }
+    if let Some(service) = spec
+        .pointer_mut("/conversion/webhook/clientConfig/service")
+        .and_then(Value::as_object_mut)
+    {
+        service.entry("port").or_insert_with(|| Value::from(443));
     }
 }
 

@@ -26,6 +26,7 @@ mod rules;
 pub mod table;
 pub mod validate;
 mod version;
+pub mod webhook;
 
 use serde_json::Value;
 

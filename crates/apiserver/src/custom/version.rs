@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::coerce::has_defaults;
+use super::conversion::Conversion;
 use super::json_path::JsonPath;
 use crate::structural::Node;
 
@@ -24,6 +25,8 @@ pub struct CustomVersion {
     pub scale: Option<ScalePaths>,
     /// Its `additionalPrinterColumns`.
     pub columns: Vec<PrinterColumn>,
+    /// How its CRD converts objects to and from the other versions.
+    pub conversion: Arc<Conversion>,
 }
 
 /// Where a custom resource keeps what its `scale` subresource shows, as dotted paths without
@@ -97,6 +100,7 @@ impl CustomVersion {
             openapi,
             scale,
             columns,
+            conversion: Arc::default(),
         }
     }
 }

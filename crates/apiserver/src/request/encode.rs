@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::negotiate::{Format, IncludeObject, Negotiated, View};
 use super::protobuf;
-use crate::custom::{conversion, table};
+use crate::custom::table;
 use crate::kinds::printers::{self, Printer};
 use crate::resource::ResourceKind;
 use crate::rest::status::ApiError;
@@ -38,10 +38,9 @@ impl<'a> Encoding<'a> {
         }
     }
 
-    /// The answer with one object and `code`.
+    /// The answer with one object and `code`; the object is in the kind's version
+    /// ([`conversion::shown`](crate::custom::conversion::shown)).
     pub fn object(&self, code: u16, object: &StoredObject) -> Result<Response, ApiError> {
-        let converted = conversion::converted(self.kind, object);
-        let object = converted.as_ref().unwrap_or(object);
         match self.negotiated.view {
             View::Object => self.encoded(code, object.value(), Some(object.json())),
             View::PartialObjectMetadata | View::PartialObjectMetadataList => {
@@ -57,29 +56,9 @@ impl<'a> Encoding<'a> {
         }
     }
 
-    /// The answer with a list of `items` (its `metadata` as given) and code 200.
+    /// The answer with a list of `items` (its `metadata` as given) and code 200; the items are
+    /// in the kind's version.
     pub fn list<'i>(
-        &self,
-        metadata: Value,
-        items: impl ExactSizeIterator<Item = &'i StoredObject>,
-    ) -> Result<Response, ApiError> {
-        if self.kind.custom.is_none() {
-            return self.list_as_stored(metadata, items);
-        }
-        // Items written through another version of the CRD are shown in this one.
-        let items: Vec<&StoredObject> = items.collect();
-        let converted: Vec<Option<StoredObject>> = items
-            .iter()
-            .map(|item| conversion::converted(self.kind, item))
-            .collect();
-        let shown = items
-            .iter()
-            .zip(&converted)
-            .map(|(item, converted)| converted.as_ref().unwrap_or(item));
-        self.list_as_stored(metadata, shown)
-    }
-
-    fn list_as_stored<'i>(
         &self,
         metadata: Value,
         items: impl ExactSizeIterator<Item = &'i StoredObject>,

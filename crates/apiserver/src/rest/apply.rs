@@ -19,7 +19,7 @@ use crate::request::options::{FieldValidation, WriteOptions};
 use crate::resource::ResourceKind;
 
 /// Applies the configuration `body` to the object `item` names.
-pub(super) fn apply(
+pub(super) async fn apply(
     app: &App,
     encoding: &Encoding<'_>,
     item: Item<'_>,
@@ -87,13 +87,15 @@ pub(super) fn apply(
             Origin::Patch,
         )?;
         Ok(decoded.object)
-    })?;
+    })
+    .await?;
     written(
         encoding,
         if created { 201 } else { 200 },
         &stored,
         &warnings,
     )
+    .await
 }
 
 /// The answer to a failed apply.

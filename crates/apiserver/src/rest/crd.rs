@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::App;
 use crate::custom::CustomVersion;
+use crate::custom::conversion::Conversion;
 use crate::resource::ResourceKind;
 use crate::storage::StoredObject;
 
@@ -25,6 +26,7 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
         .map_or_else(|| kind.to_ascii_lowercase(), str::to_string);
     let short_names = string_list(&names["shortNames"]);
     let namespaced = spec["scope"].as_str() != Some("Cluster");
+    let conversion = Arc::new(Conversion::read(crd));
     spec["versions"]
         .as_array()
         .map(|versions| versions.as_slice())
@@ -50,7 +52,10 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
                 selectable_fields: Vec::new(),
                 builtin: None,
                 create_only: false,
-                custom: Some(Arc::new(CustomVersion::read(version))),
+                custom: Some(Arc::new(CustomVersion {
+                    conversion: conversion.clone(),
+                    ..CustomVersion::read(version)
+                })),
             })
         })
         .collect()

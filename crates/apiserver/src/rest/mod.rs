@@ -333,7 +333,7 @@ async fn dispatch(
                     app.faults.watch_admitted().await;
                     read::watch(app, &encoding, namespace.as_deref(), &query)
                 }
-                Method::GET => read::list(app, &encoding, namespace.as_deref(), &query),
+                Method::GET => read::list(app, &encoding, namespace.as_deref(), &query).await,
                 Method::POST => {
                     let namespace = namespace.unwrap_or_default();
                     if kind.namespaced && namespace.is_empty() {
@@ -382,7 +382,7 @@ async fn dispatch(
                 subresource: if status_only { "status" } else { "" },
             };
             match method {
-                Method::GET => read::get(app, &encoding, &namespace, &name),
+                Method::GET => read::get(app, &encoding, &namespace, &name).await,
                 Method::PUT => write::update(app, &encoding, item, &query, request).await,
                 Method::PATCH => write::patch(app, &encoding, item, &query, request).await,
                 Method::DELETE if !status_only => {

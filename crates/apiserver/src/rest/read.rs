@@ -20,9 +20,11 @@ use crate::request::encode::Encoding;
 use crate::request::negotiate::{IncludeObject, Negotiated};
 use crate::resource::ResourceKind;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::storage::{EventType, StoreError, Watch, WatchEvent, WatchStart, watch_line};
+use crate::storage::{
+    EventType, StoreError, StoredObject, Watch, WatchEvent, WatchStart, watch_line,
+};
 
-pub(super) fn get(
+pub(super) async fn get(
     app: &App,
     encoding: &Encoding<'_>,
     namespace: &str,
@@ -33,7 +35,7 @@ pub(super) fn get(
         .store
         .get(kind, namespace, name)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
-    encoding.object(200, &object)
+    encoding.object(200, &*conversion::shown_one(kind, &object).await?)
 }
 
 /// A query parameter, empty when absent.
@@ -86,7 +88,7 @@ fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
     Ok((version, start))
 }
 
-pub(super) fn list(
+pub(super) async fn list(
     app: &App,
     encoding: &Encoding<'_>,
     namespace: Option<&str>,
@@ -188,7 +190,13 @@ pub(super) fn list(
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
-    encoding.list(metadata, page.iter().map(|item| &**item))
+    let page: Vec<&StoredObject> = page.iter().map(|item| &**item).collect();
+    let converted = conversion::shown(kind, &page, true).await?;
+    let shown = page
+        .iter()
+        .zip(&converted)
+        .map(|(item, converted)| converted.as_ref().unwrap_or(item));
+    encoding.list(metadata, shown)
 }
 
 /// A line of a watch stream for an event of a type other than the stored one.
@@ -276,12 +284,8 @@ impl Renderer {
             include: self.include,
         };
         if let Some(converted) = conversion::converted(kind, &event.object) {
-            // Written through another version of the CRD: shown in this one.
-            let object = encoding
-                .event_object(&converted, !self.headers_sent)
-                .unwrap_or_else(|| converted.value().clone());
-            self.headers_sent = true;
-            return Outgoing::Line(event_line(event_type.as_str(), &object));
+            // Stored in another version of the CRD: shown in this one.
+            return self.render_shown(kind, event_type, &converted);
         }
         match encoding.event_object(&event.object, !self.headers_sent) {
             None if event_type == event.event_type => Outgoing::Event(event),
@@ -291,6 +295,27 @@ impl Renderer {
                 Outgoing::Line(event_line(event_type.as_str(), &object))
             }
         }
+    }
+}
+
+impl Renderer {
+    /// An event of `event_type` for `object`, already in the watched version.
+    fn render_shown(
+        &mut self,
+        kind: &ResourceKind,
+        event_type: EventType,
+        object: &StoredObject,
+    ) -> Outgoing {
+        let encoding = Encoding {
+            negotiated: self.negotiated,
+            kind,
+            include: self.include,
+        };
+        let object = encoding
+            .event_object(object, !self.headers_sent)
+            .unwrap_or_else(|| object.value().clone());
+        self.headers_sent = true;
+        Outgoing::Line(event_line(event_type.as_str(), &object))
     }
 }
 
@@ -367,6 +392,23 @@ impl Stream {
         })
     }
 
+    /// `outgoing` rendered; its object converted by the CRD's webhook first when the watched
+    /// version is not the stored one (such streams send their events one at a time).
+    async fn shown_by_webhook(&mut self, outgoing: Outgoing) -> Result<Outgoing, ApiError> {
+        let (event_type, event) = match &outgoing {
+            Outgoing::Event(event) => (event.event_type, event),
+            Outgoing::Retyped(event_type, event) => (*event_type, event),
+            Outgoing::Line(_) => return Ok(outgoing),
+        };
+        if !(conversion::uses_webhook(&self.kind)
+            && conversion::needs_conversion(&self.kind, &event.object))
+        {
+            return Ok(self.renderer.render(&self.kind, outgoing));
+        }
+        let shown = conversion::shown_one(&self.kind, &event.object).await?;
+        Ok(self.renderer.render_shown(&self.kind, event_type, &shown))
+    }
+
     async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
             if self.ended {
@@ -381,7 +423,16 @@ impl Stream {
                 next = self.watch.next() => match next {
                     Ok(Some(event)) => {
                         if let Some(first) = filtered(event, &self.labels, &self.fields) {
-                            let first = self.renderer.render(&self.kind, first);
+                            let first = match self.shown_by_webhook(first).await {
+                                Ok(first) => first,
+                                Err(error) => {
+                                    // As kube-apiserver, whose watch ends when an event cannot
+                                    // be encoded; the client watches again and hears why.
+                                    tracing::debug!(message = %error.message, "watch event not converted");
+                                    self.ended = true;
+                                    return None;
+                                }
+                            };
                             return Some(self.with_ready_events(first));
                         }
                     }
@@ -525,7 +576,12 @@ pub(super) fn watch(
             include: encoding.include,
             headers_sent: false,
         },
-        batch_bytes: app.config.watch_batch_bytes,
+        // Events converted by a webhook are sent as each is converted.
+        batch_bytes: if conversion::uses_webhook(kind) {
+            0
+        } else {
+            app.config.watch_batch_bytes
+        },
     };
     let chunks = futures_util::stream::unfold(stream, |mut stream| async move {
         stream.next_chunk().await.map(|chunk| (chunk, stream))

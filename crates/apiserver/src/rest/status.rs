@@ -131,6 +131,12 @@ impl ApiError {
         }
     }
 
+    /// 500 with no reason: an error kube-apiserver's handlers answer as it is, not made an API
+    /// error first (a conversion webhook's failure).
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// 422 Invalid with only a message (a JSON patch that cannot be applied).
     pub fn invalid_message(message: impl Into<String>) -> Self {
         Self::new(422, "Invalid", message)

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::status::{ApiError, json_response};
 use super::write::{self, Item};
 use super::{App, Query};
-use crate::custom::{self, ScalePaths};
+use crate::custom::{self, ScalePaths, conversion};
 use crate::request::encode::Encoding;
 use crate::request::options::{Verb, WriteOptions};
 use crate::resource::ResourceKind;
@@ -32,12 +32,12 @@ pub(super) async fn serve(
     let method = request.method().clone();
     match (subresource, method) {
         ("scale", Method::GET) => {
-            let object = get(app, kind, item)?;
+            let object = get(app, kind, item).await?;
             Ok(json_response(200, &scale_of(kind, &object)?))
         }
         ("scale", Method::PUT | Method::PATCH) => scale(app, kind, item, query, request).await,
         ("ephemeralcontainers", Method::GET) | ("approval", Method::GET) => {
-            super::read::get(app, encoding, item.namespace, item.name)
+            super::read::get(app, encoding, item.namespace, item.name).await
         }
         ("ephemeralcontainers", Method::PUT | Method::PATCH) => {
             write::replace_part(
@@ -121,11 +121,13 @@ fn stamp_conditions(conditions: &mut Value) {
     }
 }
 
-fn get(app: &App, kind: &ResourceKind, item: Item<'_>) -> Result<Value, ApiError> {
-    app.store
+/// The object `item` names, in `kind`'s version.
+async fn get(app: &App, kind: &ResourceKind, item: Item<'_>) -> Result<Value, ApiError> {
+    let stored = app
+        .store
         .get(kind, item.namespace, item.name)
-        .map(|object| object.value().clone())
-        .map_err(|error| ApiError::from_store(&error, Some(kind)))
+        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    Ok(conversion::shown_one(kind, &stored).await?.value().clone())
 }
 
 /// Where a resource keeps what its `scale` shows: a custom resource where its CRD says (the
@@ -250,7 +252,7 @@ async fn scale(
     query: &Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let object = get(app, kind, item)?;
+    let object = get(app, kind, item).await?;
     let current = scale_of(kind, &object)?;
     let (wanted, options, manager) =
         write::patched_or_replaced(app, request, query, current).await?;
@@ -285,7 +287,8 @@ async fn scale(
         retry: false,
         apply: false,
     };
-    let (stored, _) = write::guaranteed_update(app, kind, &write, |_| Ok(updated.clone()))?;
+    let (stored, _) = write::guaranteed_update(app, kind, &write, |_| Ok(updated.clone())).await?;
+    let stored = conversion::shown_one(kind, &stored).await?;
     Ok(json_response(200, &scale_of(kind, &stored)?))
 }
 
@@ -409,7 +412,7 @@ async fn eviction(
         ));
     }
     let options = WriteOptions::parse(Verb::Create, query, None)?;
-    let pod = get(app, kind, item)?;
+    let pod = get(app, kind, item).await?;
     let phase = pod["status"]["phase"].as_str().unwrap_or_default();
     let guarded = !matches!(phase, "Succeeded" | "Failed" | "Pending")
         && pod["metadata"]["deletionTimestamp"].is_null();
@@ -489,7 +492,7 @@ async fn binding(
             }],
         ));
     };
-    let mut pod = get(app, kind, item)?;
+    let mut pod = get(app, kind, item).await?;
     if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
         return Err(ApiError::from_store(
             &StoreError::Conflict {

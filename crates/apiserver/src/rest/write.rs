@@ -2,6 +2,8 @@
 //! pipeline: options, body, decoding into the kind's type (defaults, field validation), the
 //! kind's strategy, the store (or, with `dryRun=All`, everything but the store), the answer.
 
+use std::sync::Arc;
+
 use axum::extract::Request;
 use axum::http::header;
 use axum::response::Response;
@@ -11,6 +13,7 @@ use super::status::{ApiError, json_response, success};
 use super::{App, Query, crd};
 use crate::apply::FieldManager;
 use crate::apply::schema::Type;
+use crate::custom::conversion;
 use crate::kinds::strategy::{self, Context};
 use crate::patch::{json_patch, merge_patch};
 use crate::request::body::{ParsedBody, json_kind, parse_json, parse_yaml};
@@ -213,15 +216,16 @@ pub(super) struct Item<'a> {
     pub subresource: &'a str,
 }
 
-/// The answer to a write: the object with `code` as the client asked for it, and the warnings
-/// of its decoding.
-pub(super) fn written(
+/// The answer to a write: the object with `code` as the client asked for it (in the version
+/// it asked through), and the warnings of its decoding.
+pub(super) async fn written(
     encoding: &Encoding<'_>,
     code: u16,
     object: &StoredObject,
     warnings: &[String],
 ) -> Result<Response, ApiError> {
-    let mut response = encoding.object(code, object)?;
+    let object = conversion::shown_one(encoding.kind, object).await?;
+    let mut response = encoding.object(code, &object)?;
     add_warnings(&mut response, warnings);
     Ok(response)
 }
@@ -247,7 +251,6 @@ pub(super) async fn create(
     );
     let generated = metadata_string(&decoded.object, "name").is_empty()
         && !metadata_string(&decoded.object, "generateName").is_empty();
-    let context = strategy_context(app);
     let mut tries = 0;
     let created = loop {
         tries += 1;
@@ -269,15 +272,7 @@ pub(super) async fn create(
                 metadata.insert("name".into(), json!(name));
             }
         }
-        let stored = app.services.serialized(kind, || {
-            strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
-            strategy::validate_create(kind, &object)?;
-            Ok(if options.dry_run {
-                app.store.create_dry_run(kind, namespace, object)
-            } else {
-                app.store.create(kind, namespace, object)
-            })
-        })?;
+        let stored = create_checked(app, kind, namespace, object, options.dry_run).await?;
         match stored {
             Err(StoreError::AlreadyExists { .. }) if generated && tries < GENERATE_NAME_TRIES => {}
             other => break other.map_err(|error| ApiError::from_store(&error, Some(kind)))?,
@@ -296,7 +291,80 @@ pub(super) async fn create(
             super::cluster::populate_namespace(app, metadata_string(&created, "name"));
         }
     }
-    written(encoding, 201, &created, &decoded.warnings)
+    written(encoding, 201, &created, &decoded.warnings).await
+}
+
+/// The strategy's preparation and checks of a new object, then the store's create (or its
+/// dry run): alone among the writes of Services for a Service; a custom resource converted
+/// to its storage version between.
+async fn create_checked(
+    app: &App,
+    kind: &ResourceKind,
+    namespace: &str,
+    mut object: Value,
+    dry_run: bool,
+) -> Result<Result<Arc<StoredObject>, StoreError>, ApiError> {
+    let context = strategy_context(app);
+    let check = |object: &mut Value| {
+        strategy::prepare_for_create(kind, namespace, object, &context)?;
+        strategy::validate_create(kind, object)
+    };
+    let store = |object: Value| {
+        if dry_run {
+            app.store.create_dry_run(kind, namespace, object)
+        } else {
+            app.store.create(kind, namespace, object)
+        }
+    };
+    if kind.custom.is_some() {
+        check(&mut object)?;
+        let object = conversion::to_storage(&app.registry, kind, object).await?;
+        return Ok(store(object));
+    }
+    app.services.serialized(kind, || {
+        check(&mut object)?;
+        Ok(store(object))
+    })
+}
+
+/// The strategy's preparation and checks of a change of `old` (as the request's version shows
+/// it), then the store's update (or its dry run), as [`create_checked`].
+async fn update_checked(
+    app: &App,
+    kind: &ResourceKind,
+    item: Item<'_>,
+    mut object: Value,
+    old: &Value,
+    dry_run: bool,
+) -> Result<Result<(Arc<StoredObject>, bool), StoreError>, ApiError> {
+    let Item {
+        namespace,
+        name,
+        status_only,
+        ..
+    } = item;
+    let context = strategy_context(app);
+    let check = |object: &mut Value| {
+        strategy::prepare_for_update(kind, object, old, status_only, &context)?;
+        strategy::validate_update(kind, object, old, status_only)
+    };
+    let store = |object: Value| {
+        if dry_run {
+            app.store
+                .update_dry_run(kind, namespace, name, object, status_only)
+        } else {
+            app.store.update(kind, namespace, name, object, status_only)
+        }
+    };
+    if kind.custom.is_some() {
+        check(&mut object)?;
+        let object = conversion::to_storage(&app.registry, kind, object).await?;
+        return Ok(store(object));
+    }
+    app.services.serialized(kind, || {
+        check(&mut object)?;
+        Ok(store(object))
+    })
 }
 
 fn check_name(object: &Value, name: &str) -> Result<(), ApiError> {
@@ -328,9 +396,10 @@ pub(super) async fn update(
         retry: !has_resource_version(&decoded.object) && !kind.requires_resource_version_on_update,
         apply: false,
     };
-    let (stored, created) = guaranteed_update(app, kind, &write, |_| Ok(decoded.object.clone()))?;
+    let (stored, created) =
+        guaranteed_update(app, kind, &write, |_| Ok(decoded.object.clone())).await?;
     let code = if created { 201 } else { 200 };
-    written(encoding, code, &stored, &decoded.warnings)
+    written(encoding, code, &stored, &decoded.warnings).await
 }
 
 /// Whether `object` names a resourceVersion (a precondition of its write).
@@ -400,19 +469,18 @@ const WRITE_ATTEMPTS: usize = 16;
 /// kube-apiserver's `GuaranteedUpdate` does: the managed fields recorded (unless `make` has,
 /// for an apply), the kind's strategy, the store; computed again if the object changed
 /// meanwhile and the write allows it. Returns the stored object and whether it was created.
-pub(super) fn guaranteed_update(
+pub(super) async fn guaranteed_update(
     app: &App,
     kind: &ResourceKind,
     write: &Write<'_>,
     mut make: impl FnMut(Option<&Value>) -> Result<Value, ApiError>,
-) -> Result<(std::sync::Arc<StoredObject>, bool), ApiError> {
+) -> Result<(Arc<StoredObject>, bool), ApiError> {
     let Item {
         namespace,
         name,
         status_only,
         subresource,
     } = write.item;
-    let context = strategy_context(app);
     let dry_run = write.options.dry_run;
     // An apply records its managers itself (in `make`).
     let field_manager =
@@ -426,28 +494,24 @@ pub(super) fn guaranteed_update(
             Err(StoreError::NotFound { .. }) if write.allow_create => None,
             Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
         };
-        let old_value = old.as_deref().map(StoredObject::value);
+        // A custom resource is changed in the version the request names.
+        let shown_old = match &old {
+            Some(old) => Some(conversion::shown_one(kind, old).await?),
+            None => None,
+        };
+        let old_value = shown_old.as_deref().map(StoredObject::value);
         let mut object = make(old_value)?;
         if let Some(field_manager) = &field_manager {
             field_manager.update(old_value, &mut object, write.manager);
         }
-        let result = match &old {
+        let result = match old_value {
             Some(old) => {
                 if write.retry && !has_resource_version(&object) {
                     // A precondition, so that a concurrent write is noticed.
                     object["metadata"]["resourceVersion"] =
                         old["metadata"]["resourceVersion"].clone();
                 }
-                app.services.serialized(kind, || {
-                    strategy::prepare_for_update(kind, &mut object, old, status_only, &context)?;
-                    strategy::validate_update(kind, &object, old, status_only)?;
-                    Ok(if dry_run {
-                        app.store
-                            .update_dry_run(kind, namespace, name, object, status_only)
-                    } else {
-                        app.store.update(kind, namespace, name, object, status_only)
-                    })
-                })?
+                update_checked(app, kind, write.item, object, old, dry_run).await?
             }
             None => {
                 if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -455,16 +519,8 @@ pub(super) fn guaranteed_update(
                     metadata.remove("resourceVersion");
                     metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
                 }
-                app.services
-                    .serialized(kind, || {
-                        strategy::prepare_for_create(kind, namespace, &mut object, &context)?;
-                        strategy::validate_create(kind, &object)?;
-                        Ok(if dry_run {
-                            app.store.create_dry_run(kind, namespace, object)
-                        } else {
-                            app.store.create(kind, namespace, object)
-                        })
-                    })?
+                create_checked(app, kind, namespace, object, dry_run)
+                    .await?
                     .map(|created| (created, true))
             }
         };
@@ -512,7 +568,7 @@ pub(super) async fn patch(
     let bytes = body_bytes(app, request).await?;
     let options = WriteOptions::parse(Verb::Patch { apply }, query, None)?;
     if apply {
-        return super::apply::apply(app, encoding, item, &options, &bytes);
+        return super::apply::apply(app, encoding, item, &options, &bytes).await;
     }
     let manager = options.field_manager.clone().unwrap_or(agent_manager);
     let patch = parse_json(&bytes)
@@ -567,8 +623,9 @@ pub(super) async fn patch(
         )?;
         warnings = decoded.warnings;
         Ok(decoded.object)
-    })?;
-    written(encoding, 200, &stored, &warnings)
+    })
+    .await?;
+    written(encoding, 200, &stored, &warnings).await
 }
 
 /// Whether a patch sets `metadata.resourceVersion` (a precondition of its write).
@@ -631,8 +688,10 @@ pub(super) async fn delete(
         crd::stop_serving(app, crd);
     }
     match deleted {
-        Deleted::Finalizing(object) => encoding.object(200, &object),
-        Deleted::Gone(object) if kind.returns_deleted_object => encoding.object(200, &object),
+        Deleted::Finalizing(object) => written(encoding, 200, &object, &[]).await,
+        Deleted::Gone(object) if kind.returns_deleted_object => {
+            written(encoding, 200, &object, &[]).await
+        }
         Deleted::Gone(object) => Ok(json_response(
             200,
             &success(kind, name, object["metadata"]["uid"].as_str()),
@@ -676,7 +735,13 @@ pub(super) async fn delete_collection(
         }
     }
     let metadata = json!({"resourceVersion": app.store.resource_version().to_string()});
-    encoding.list(metadata, deleted.iter().map(|item| &**item))
+    let deleted: Vec<&StoredObject> = deleted.iter().map(|item| &**item).collect();
+    let converted = conversion::shown(kind, &deleted, true).await?;
+    let shown = deleted
+        .iter()
+        .zip(&converted)
+        .map(|(item, converted)| converted.as_ref().unwrap_or(item));
+    encoding.list(metadata, shown)
 }
 
 /// Reads the body of a subresource's POST into a tree: JSON, YAML, or protobuf of the message
@@ -793,6 +858,7 @@ pub(super) async fn replace_part(
         .store
         .get(kind, item.namespace, item.name)
         .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    let stored = conversion::shown_one(kind, &stored).await?;
     let (wanted, options, manager) =
         patched_or_replaced(app, request, query, stored.value().clone()).await?;
     let write = Write {
@@ -817,6 +883,7 @@ pub(super) async fn replace_part(
         )?;
         warnings = decoded.warnings;
         Ok(decoded.object)
-    })?;
-    written(encoding, 200, &written_object, &warnings)
+    })
+    .await?;
+    written(encoding, 200, &written_object, &warnings).await
 }
