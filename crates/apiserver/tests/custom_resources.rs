@@ -929,3 +929,73 @@ async fn a_version_objects_were_stored_in_stays_listed_and_names_stay() {
         r#"CustomResourceDefinition.apiextensions.k8s.io "widgets.example.com" is invalid: status.storedVersions[0]: Invalid value: "v1": missing from spec.versions; v1 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v1 and removes v1 from status.storedVersions"#
     );
 }
+
+#[tokio::test]
+async fn a_rule_over_its_cost_limit_or_the_objects_budget_is_kubes_error() {
+    let (_server, client) = server().await;
+    // Every pair of a list's numbers: a million pairs is over one rule's limit. Each group's
+    // own rule costs less than that, but forty groups are over one object's budget.
+    let pairs = "self.all(x, self.all(y, x != y || x == y))";
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "numbers": {"type": "array", "maxItems": 1000, "items": {"type": "integer"},
+                    "x-kubernetes-validations": [{"rule": pairs}]},
+        "groups": {"type": "array", "maxItems": 40, "items": {
+            "type": "object",
+            "properties": {"values": {"type": "array", "maxItems": 200, "items": {"type": "integer"}}},
+            "x-kubernetes-validations": [{"rule": "self.values.all(x, self.values.all(y, x >= y || x < y))"}],
+        }},
+    }}}});
+    widgets_with(&client, schema, false).await;
+
+    let numbers: Vec<i64> = (0..1000).collect();
+    let refused = send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget("many", json!({"numbers": numbers})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code, 422);
+    assert_eq!(
+        refused.message,
+        format!(
+            "Widget.example.com \"many\" is invalid: spec.numbers: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {pairs}"
+        )
+    );
+
+    let values: Vec<i64> = (0..200).collect();
+    let groups: Vec<Value> = (0..40).map(|_| json!({"values": values})).collect();
+    let refused = send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget("wide", json!({"groups": groups})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code, 422);
+    let causes = refused.details.unwrap().causes;
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert!(causes[0].field.starts_with("spec.groups["), "{causes:?}");
+    assert_eq!(
+        causes[0].message,
+        "Invalid value: \"object\": validation failed due to running out of cost budget, no further validation rules will be run"
+    );
+
+    // Within the limits, the same rules run and hold.
+    send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget(
+            "few",
+            json!({"numbers": [1, 2, 3], "groups": [{"values": [1, 2]}]}),
+        ),
+    )
+    .await
+    .unwrap();
+}

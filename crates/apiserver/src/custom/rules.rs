@@ -8,119 +8,266 @@
 
 use std::fmt::Write as _;
 
-use cel::{Context, Value as CelValue};
+use cel::{Context, Program, Value as CelValue};
 use serde_json::Value;
 
 use super::NIL_PATH;
-use super::field_error::{FieldError, FieldErrorKind};
+use super::field_error::{FieldError, FieldErrorKind, go_quoted};
 use super::old_items::OldItems;
+use crate::structural::rule_cost::{self, Cost, PER_CALL_LIMIT, RUNTIME_BUDGET};
 use crate::structural::{JsonType, Node, Rule, environment};
 
 /// The errors of the rules under `node` for `value` (replacing `old`, on an update).
+///
+/// The rules together may cost [`RUNTIME_BUDGET`], and each run of one [`PER_CALL_LIMIT`]
+/// (counted before it runs, [`rule_cost`]): past either, the error says so and no further
+/// rule runs, as kube-apiserver's.
 pub fn validate(node: &Node, value: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let mut errors = Vec::new();
+    let mut run = Run {
+        errors: Vec::new(),
+        budget: RUNTIME_BUDGET,
+        stopped: false,
+    };
     let mut path = String::new();
-    walk(node, value, old, &mut path, &mut errors);
-    errors
+    run.walk(node, value, old, &mut path);
+    run.errors
 }
 
-fn walk(
-    node: &Node,
-    value: &Value,
-    old: Option<&Value>,
-    path: &mut String,
-    errors: &mut Vec<FieldError>,
-) {
-    if !node.rules_below {
-        return;
-    }
-    if !node.rules.is_empty() {
-        check_all(node, value, old, path, errors);
-    }
-    let length = path.len();
-    match value {
-        Value::Object(fields) => {
-            for (name, child) in &node.properties {
-                let Some(field) = fields.get(name.as_ref()) else {
-                    continue;
-                };
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(name);
-                walk(
-                    child,
-                    field,
-                    old.and_then(|old| old.get(name.as_ref())),
-                    path,
-                    errors,
-                );
-                path.truncate(length);
-            }
-            if let Some(values) = node.additional_properties.as_deref() {
-                for (key, field) in fields {
-                    if node.properties.contains_key(key.as_str()) {
+/// One validation of an object's rules.
+struct Run {
+    errors: Vec<FieldError>,
+    /// What the rules may still cost.
+    budget: u64,
+    /// A rule went over a limit: no further rule runs.
+    stopped: bool,
+}
+
+impl Run {
+    fn walk(&mut self, node: &Node, value: &Value, old: Option<&Value>, path: &mut String) {
+        if !node.rules_below || self.stopped {
+            return;
+        }
+        if !node.rules.is_empty() {
+            self.check_all(node, value, old, path);
+        }
+        let length = path.len();
+        match value {
+            Value::Object(fields) => {
+                for (name, child) in &node.properties {
+                    let Some(field) = fields.get(name.as_ref()) else {
                         continue;
+                    };
+                    if !path.is_empty() {
+                        path.push('.');
                     }
-                    let _ = write!(path, "[{key}]");
-                    walk(
-                        values,
+                    path.push_str(name);
+                    self.walk(
+                        child,
                         field,
-                        old.and_then(|old| old.get(key)),
+                        old.and_then(|old| old.get(name.as_ref())),
                         path,
-                        errors,
                     );
                     path.truncate(length);
                 }
+                if let Some(values) = node.additional_properties.as_deref() {
+                    for (key, field) in fields {
+                        if node.properties.contains_key(key.as_str()) {
+                            continue;
+                        }
+                        let _ = write!(path, "[{key}]");
+                        self.walk(values, field, old.and_then(|old| old.get(key)), path);
+                        path.truncate(length);
+                    }
+                }
             }
-        }
-        Value::Array(items) => {
-            let Some(items_node) = node.items.as_deref() else {
-                return;
-            };
-            // Only a map list's items have an old counterpart: the item with the same keys.
-            let old_items = OldItems::new(node, old);
-            for (index, item) in items.iter().enumerate() {
-                let old_item = old_items.of(item);
-                let _ = write!(path, "[{index}]");
-                walk(items_node, item, old_item, path, errors);
-                path.truncate(length);
+            Value::Array(items) => {
+                let Some(items_node) = node.items.as_deref() else {
+                    return;
+                };
+                // Only a map list's items have an old counterpart: the item with the same keys.
+                let old_items = OldItems::new(node, old);
+                for (index, item) in items.iter().enumerate() {
+                    let old_item = old_items.of(item);
+                    let _ = write!(path, "[{index}]");
+                    self.walk(items_node, item, old_item, path);
+                    path.truncate(length);
+                }
             }
+            _ => {}
         }
-        _ => {}
     }
-}
 
-/// Runs the rules of `node` on `value`, with one context for them all (reading `value` into
-/// CEL once).
-fn check_all(
-    node: &Node,
-    value: &Value,
-    old: Option<&Value>,
-    path: &str,
-    errors: &mut Vec<FieldError>,
-) {
-    // Ratcheting: an unchanged value is held only to the transition rules.
-    let unchanged = old == Some(value);
-    let runs = |rule: &Rule| {
-        if rule.uses_old_self {
-            old.is_some()
-        } else {
-            !unchanged
+    /// Runs the rules of `node` on `value`, with one context for them all (reading `value`
+    /// into CEL once).
+    fn check_all(&mut self, node: &Node, value: &Value, old: Option<&Value>, path: &str) {
+        // Ratcheting: an unchanged value is held only to the transition rules.
+        let unchanged = old == Some(value);
+        let runs = |rule: &Rule| {
+            if rule.uses_old_self {
+                old.is_some()
+            } else {
+                !unchanged
+            }
+        };
+        if !node.rules.iter().any(|rule| runs(rule)) {
+            return;
         }
-    };
-    if !node.rules.iter().any(|rule| runs(rule)) {
-        return;
-    }
-    let mut context = Context::with_env(environment().clone());
-    context.add_variable_from_value("self", cel_value(value, Some(node)));
-    if let Some(old) = old {
-        context.add_variable_from_value("oldSelf", cel_value(old, Some(node)));
-    }
-    for rule in node.rules.iter().filter(|rule| runs(rule)) {
-        if let Some(error) = check(node, rule, value, &context, path) {
-            errors.push(error);
+        let mut context = Context::with_env(environment().clone());
+        context.add_variable_from_value("self", cel_value(value, Some(node)));
+        if let Some(old) = old {
+            context.add_variable_from_value("oldSelf", cel_value(old, Some(node)));
         }
+        for rule in node.rules.iter().filter(|rule| runs(rule)) {
+            if self.stopped {
+                return;
+            }
+            self.check(node, rule, value, &context, path);
+        }
+    }
+
+    /// Charges what running `program` costs, counted before it runs; the detail of the error
+    /// when it may not run (and no further rule will), in kube's words for a rule
+    /// (`expression` `None`) or a message expression.
+    fn charge(
+        &mut self,
+        program: &Program,
+        cost: Cost,
+        context: &Context<'_, '_>,
+        rule: &Rule,
+        expression: Option<&str>,
+    ) -> Result<(), String> {
+        let refusal = match (rule_cost::cost_in(program, cost, context, PER_CALL_LIMIT), expression) {
+            (Some(cost), _) if cost <= self.budget => {
+                self.budget -= cost;
+                return Ok(());
+            }
+            (None, None) => format!(
+                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                rule.error_string()
+            ),
+            (None, Some(source)) => format!(
+                "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                go_quoted(source)
+            ),
+            (Some(_), None) => {
+                "validation failed due to running out of cost budget, no further validation rules will be run".into()
+            }
+            (Some(_), Some(_)) => {
+                "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".into()
+            }
+        };
+        self.stopped = true;
+        Err(refusal)
+    }
+
+    /// Runs `rule` on `value` in `context`; records the error when it does not hold.
+    fn check(
+        &mut self,
+        node: &Node,
+        rule: &Rule,
+        value: &Value,
+        context: &Context<'_, '_>,
+        path: &str,
+    ) {
+        let type_name = Value::from(node.json_type.map_or("", JsonType::name));
+        // kube names the root by a nil path, which prints as `<nil>`.
+        let path = if path.is_empty() { NIL_PATH } else { path };
+        let program = match &rule.program {
+            Ok(program) => program,
+            Err(error) => {
+                self.errors.push(FieldError::invalid(
+                    path,
+                    type_name,
+                    format!("rule compile error: {error}"),
+                ));
+                return;
+            }
+        };
+        if let Err(detail) = self.charge(program, rule.cost, context, rule, None) {
+            self.errors
+                .push(FieldError::invalid(path, type_name, detail));
+            return;
+        }
+        match program.execute(context) {
+            Ok(CelValue::Bool(true)) => return,
+            Ok(CelValue::Bool(false)) => {}
+            Ok(other) => {
+                self.errors.push(FieldError::invalid(
+                    path,
+                    type_name,
+                    format!(
+                        "rule evaluated to {other:?}, not a bool: {}",
+                        rule.error_string()
+                    ),
+                ));
+                return;
+            }
+            Err(error) => {
+                self.errors.push(FieldError::invalid(
+                    path,
+                    type_name,
+                    format!("{error} evaluating rule: {}", rule.error_string()),
+                ));
+                return;
+            }
+        }
+        let field = match (path == NIL_PATH, rule.field_path.is_empty()) {
+            (_, true) => path.to_string(),
+            (true, false) => rule.field_path.clone(),
+            (false, false) => format!("{path}.{}", rule.field_path),
+        };
+        let computed = match self.message(rule, context) {
+            Ok(computed) => computed,
+            Err(detail) => {
+                self.errors
+                    .push(FieldError::invalid(field, type_name, detail));
+                return;
+            }
+        };
+        let detail = computed.unwrap_or_else(|| {
+            if rule.message.trim().is_empty() {
+                format!("failed rule: {}", rule.error_string())
+            } else {
+                rule.message.trim().to_string()
+            }
+        });
+        let error = match rule.reason.as_deref() {
+            Some("FieldValueForbidden") => {
+                FieldError::new(FieldErrorKind::Forbidden, field, Value::Null, detail)
+            }
+            Some("FieldValueRequired") => FieldError::required(field, detail),
+            Some("FieldValueDuplicate") => {
+                FieldError::new(FieldErrorKind::Duplicate, field, value.clone(), "")
+            }
+            _ => FieldError::invalid(field, value.clone(), detail),
+        };
+        // An object's or list's value is left out of the message.
+        self.errors.push(
+            if matches!(node.json_type, Some(JsonType::Object | JsonType::Array)) {
+                error.omitting_value()
+            } else {
+                error
+            },
+        );
+    }
+
+    /// The detail a rule's `messageExpression` computes: a non-empty string on one line, else
+    /// nothing (kube then falls back to the message); the error's detail when it may not run.
+    fn message(
+        &mut self,
+        rule: &Rule,
+        context: &Context<'_, '_>,
+    ) -> Result<Option<String>, String> {
+        let Some((source, Ok(program))) = rule.message_expression.as_ref() else {
+            return Ok(None);
+        };
+        self.charge(program, rule.message_cost, context, rule, Some(source))?;
+        Ok(match program.execute(context) {
+            Ok(CelValue::String(text)) if !text.trim().is_empty() && !text.contains('\n') => {
+                Some(text.to_string())
+            }
+            _ => None,
+        })
     }
 }
 
@@ -161,94 +308,6 @@ fn cel_value(value: &Value, node: Option<&Node>) -> CelValue {
                 .collect();
             CelValue::from(map)
         }
-    }
-}
-
-/// Runs `rule` on `value` in `context`; the error when it does not hold.
-fn check(
-    node: &Node,
-    rule: &Rule,
-    value: &Value,
-    context: &Context<'_, '_>,
-    path: &str,
-) -> Option<FieldError> {
-    let type_name = Value::from(node.json_type.map_or("", JsonType::name));
-    // kube names the root by a nil path, which prints as `<nil>`.
-    let path = if path.is_empty() { NIL_PATH } else { path };
-    let program = match &rule.program {
-        Ok(program) => program,
-        Err(error) => {
-            return Some(FieldError::invalid(
-                path,
-                type_name,
-                format!("rule compile error: {error}"),
-            ));
-        }
-    };
-    match program.execute(context) {
-        Ok(CelValue::Bool(true)) => return None,
-        Ok(CelValue::Bool(false)) => {}
-        Ok(other) => {
-            return Some(FieldError::invalid(
-                path,
-                type_name,
-                format!(
-                    "rule evaluated to {other:?}, not a bool: {}",
-                    rule.error_string()
-                ),
-            ));
-        }
-        Err(error) => {
-            return Some(FieldError::invalid(
-                path,
-                type_name,
-                format!("{error} evaluating rule: {}", rule.error_string()),
-            ));
-        }
-    }
-    let field = match (path == NIL_PATH, rule.field_path.is_empty()) {
-        (_, true) => path.to_string(),
-        (true, false) => rule.field_path.clone(),
-        (false, false) => format!("{path}.{}", rule.field_path),
-    };
-    let detail = message(rule, context).unwrap_or_else(|| {
-        if rule.message.trim().is_empty() {
-            format!("failed rule: {}", rule.error_string())
-        } else {
-            rule.message.trim().to_string()
-        }
-    });
-    let error = match rule.reason.as_deref() {
-        Some("FieldValueForbidden") => {
-            FieldError::new(FieldErrorKind::Forbidden, field, Value::Null, detail)
-        }
-        Some("FieldValueRequired") => FieldError::required(field, detail),
-        Some("FieldValueDuplicate") => {
-            FieldError::new(FieldErrorKind::Duplicate, field, value.clone(), "")
-        }
-        _ => FieldError::invalid(field, value.clone(), detail),
-    };
-    // An object's or list's value is left out of the message.
-    Some(
-        if matches!(node.json_type, Some(JsonType::Object | JsonType::Array)) {
-            error.omitting_value()
-        } else {
-            error
-        },
-    )
-}
-
-/// The detail a rule's `messageExpression` computes: a non-empty string on one line, else
-/// nothing (kube then falls back to the message).
-fn message(rule: &Rule, context: &Context<'_, '_>) -> Option<String> {
-    let (_, Ok(program)) = rule.message_expression.as_ref()? else {
-        return None;
-    };
-    match program.execute(context) {
-        Ok(CelValue::String(text)) if !text.trim().is_empty() && !text.contains('\n') => {
-            Some(text.to_string())
-        }
-        _ => None,
     }
 }
 

@@ -5,11 +5,13 @@
 use std::sync::{Arc, OnceLock};
 
 use cel::{Env, Program};
+
+use super::rule_cost::Cost;
 use serde_json::Value;
 
 /// The CEL environment rules compile and run in: the standard library with the string
-/// extension kube-apiserver offers too. (Not the list extension: its `lists.range` would let a
-/// rule build lists as large as it likes, and evaluation here is not metered.)
+/// extension kube-apiserver offers too. (Not the list extension: its `lists.range` builds a
+/// list of any size in one call, which the cost count, one per call, would not see.)
 pub fn environment() -> &'static Arc<Env> {
     static ENVIRONMENT: OnceLock<Arc<Env>> = OnceLock::new();
     ENVIRONMENT.get_or_init(|| {
@@ -43,6 +45,10 @@ pub struct Rule {
     pub message: String,
     /// `messageExpression`, compiled: computes the detail instead.
     pub message_expression: Option<(String, Compiled)>,
+    /// What running the rule costs.
+    pub cost: Cost,
+    /// What running the message expression costs.
+    pub message_cost: Cost,
     /// `reason`: the error's type (`FieldValueInvalid` by default).
     pub reason: Option<String>,
     /// `fieldPath`: where the error is reported, below the node (without its leading dot).
@@ -83,12 +89,20 @@ impl Rule {
             .as_str()
             .filter(|source| !source.is_empty())
             .map(|source| (source.to_string(), compile(source)));
+        let cost_of = |compiled: Option<&Compiled>| match compiled {
+            Some(Ok(program)) => Cost::of(program),
+            _ => Cost::Fixed(0),
+        };
+        let cost = cost_of(Some(&program));
+        let message_cost = cost_of(message_expression.as_ref().map(|(_, compiled)| compiled));
         Self {
             stated: entry.clone(),
             rule,
             program,
             message: text("message"),
             message_expression,
+            cost,
+            message_cost,
             reason: entry["reason"].as_str().map(str::to_string),
             field_path: text("fieldPath").trim_start_matches('.').to_string(),
             uses_old_self,

@@ -1,0 +1,225 @@
+//! What a CEL rule costs to run, counted before it runs so that no rule runs longer than
+//! kube-apiserver lets it: at most [`PER_CALL_LIMIT`] for one run of one expression, and
+//! [`RUNTIME_BUDGET`] for all the rules of one object (apiserver's `pkg/apis/cel/config.go`).
+//!
+//! The cel crate has no cost tracking of its own, so the count is made here, from the
+//! expression's tree and the values it runs on: one for each node evaluated, and a
+//! comprehension's (`all`, `exists`, `map`, `filter`, …) condition and step once for each
+//! element of the list or map it ranges over, with its variable bound to that element, so that
+//! nested comprehensions are counted for the lists they really see. This is cel-go's cost
+//! model in its shape (evaluation steps; a comprehension costs per iteration), not in every
+//! weight: cel-go also charges string and list operations by their size, and stops an `all`
+//! or `exists` at its first decisive element, which the count does not (it is an upper bound
+//! there). A range is evaluated only once the count of evaluating it is known to be within the
+//! limit, so counting costs no more than the limit allows either.
+
+use cel::common::ast::{EntryExpr, Expr};
+use cel::{Context, IdedExpr, Program, Value};
+
+/// The most one run of one expression may cost (`PerCallLimit`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+
+/// The most all the rules of one object may cost together (`RuntimeCELCostBudget`).
+pub const RUNTIME_BUDGET: u64 = 10_000_000;
+
+/// What running an expression costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// The same on every value: the expression has no comprehension; its node count.
+    Fixed(u64),
+    /// Depends on the values: counted on them each time ([`metered`]).
+    Metered,
+}
+
+impl Cost {
+    /// The cost of running `program`.
+    pub fn of(program: &Program) -> Self {
+        fn walk(expression: &IdedExpr, nodes: &mut u64) -> bool {
+            *nodes += 1;
+            match &expression.expr {
+                Expr::Comprehension(_) => false,
+                Expr::Call(call) => {
+                    call.target
+                        .as_deref()
+                        .is_none_or(|target| walk(target, nodes))
+                        && call.args.iter().all(|arg| walk(arg, nodes))
+                }
+                Expr::Select(select) => walk(&select.operand, nodes),
+                Expr::List(list) => list.elements.iter().all(|element| walk(element, nodes)),
+                Expr::Map(map) => map
+                    .entries
+                    .iter()
+                    .all(|entry| walk_entry(&entry.expr, nodes)),
+                Expr::Struct(object) => object
+                    .entries
+                    .iter()
+                    .all(|entry| walk_entry(&entry.expr, nodes)),
+                Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => true,
+            }
+        }
+        fn walk_entry(entry: &EntryExpr, nodes: &mut u64) -> bool {
+            match entry {
+                EntryExpr::MapEntry(entry) => walk(&entry.key, nodes) && walk(&entry.value, nodes),
+                EntryExpr::StructField(field) => walk(&field.value, nodes),
+            }
+        }
+        let mut nodes = 0;
+        if walk(program.expression(), &mut nodes) {
+            Self::Fixed(nodes)
+        } else {
+            Self::Metered
+        }
+    }
+}
+
+/// What running `program` (of `cost`) in `context` costs; `None` once that passes `limit`.
+pub fn cost_in(
+    program: &Program,
+    cost: Cost,
+    context: &Context<'_, '_>,
+    limit: u64,
+) -> Option<u64> {
+    match cost {
+        Cost::Fixed(nodes) => (nodes <= limit).then_some(nodes),
+        Cost::Metered => {
+            let mut meter = Meter { spent: 0, limit };
+            meter.count(program.expression(), context).ok()?;
+            Some(meter.spent)
+        }
+    }
+}
+
+/// The count was stopped at the limit.
+struct OverLimit;
+
+struct Meter {
+    spent: u64,
+    limit: u64,
+}
+
+impl Meter {
+    fn charge(&mut self, amount: u64) -> Result<(), OverLimit> {
+        self.spent = self.spent.saturating_add(amount);
+        if self.spent > self.limit {
+            Err(OverLimit)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn count(&mut self, expression: &IdedExpr, context: &Context<'_, '_>) -> Result<(), OverLimit> {
+        self.charge(1)?;
+        match &expression.expr {
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    self.count(target, context)?;
+                }
+                for arg in &call.args {
+                    self.count(arg, context)?;
+                }
+            }
+            Expr::Select(select) => self.count(&select.operand, context)?,
+            Expr::List(list) => {
+                for element in &list.elements {
+                    self.count(element, context)?;
+                }
+            }
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    self.count_entry(&entry.expr, context)?;
+                }
+            }
+            Expr::Struct(object) => {
+                for entry in &object.entries {
+                    self.count_entry(&entry.expr, context)?;
+                }
+            }
+            Expr::Comprehension(comprehension) => {
+                self.count(&comprehension.iter_range, context)?;
+                self.count(&comprehension.accu_init, context)?;
+                // Within the limit, so evaluating the range is too.
+                let elements = match Value::resolve(&comprehension.iter_range, context) {
+                    Ok(Value::List(items)) => items.to_vec(),
+                    Ok(Value::Map(map)) => map.map.keys().map(Value::from).collect(),
+                    // A range that fails fails the rule when it runs; nothing to count.
+                    _ => Vec::new(),
+                };
+                let mut inner = context.new_inner_scope();
+                // The accumulator's uses cost the same whatever it holds.
+                inner.add_variable_from_value(comprehension.accu_var.as_str(), Value::Null);
+                for element in elements {
+                    inner.add_variable_from_value(comprehension.iter_var.as_str(), element);
+                    self.count(&comprehension.loop_cond, &inner)?;
+                    self.count(&comprehension.loop_step, &inner)?;
+                }
+                self.count(&comprehension.result, &inner)?;
+            }
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        }
+        Ok(())
+    }
+
+    fn count_entry(
+        &mut self,
+        entry: &EntryExpr,
+        context: &Context<'_, '_>,
+    ) -> Result<(), OverLimit> {
+        match entry {
+            EntryExpr::MapEntry(entry) => {
+                self.count(&entry.key, context)?;
+                self.count(&entry.value, context)
+            }
+            EntryExpr::StructField(field) => self.count(&field.value, context),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::structural::environment;
+
+    fn run(source: &str, size: i64, limit: u64) -> Option<u64> {
+        let program = environment()
+            .compile(source)
+            .unwrap_or_else(|_| unreachable!());
+        let mut context = Context::with_env(environment().clone());
+        let items: Vec<Value> = (0..size).map(Value::Int).collect();
+        context.add_variable_from_value("self", Value::List(std::sync::Arc::new(items)));
+        cost_in(&program, Cost::of(&program), &context, limit)
+    }
+
+    #[test]
+    fn an_expression_without_comprehension_costs_its_nodes() {
+        let program = environment()
+            .compile("size(self) > 1")
+            .unwrap_or_else(|_| unreachable!());
+        assert_eq!(Cost::of(&program), Cost::Fixed(4));
+    }
+
+    #[test]
+    fn a_comprehension_costs_per_element_and_nested_ones_multiply() {
+        let one = run("self.all(x, x >= 0)", 100, u64::MAX).unwrap_or_default();
+        let two = run("self.all(x, x >= 0)", 200, u64::MAX).unwrap_or_default();
+        assert!(
+            two > one
+                && two - one == one - run("self.all(x, x >= 0)", 0, u64::MAX).unwrap_or_default()
+        );
+        let nested =
+            run("self.all(x, self.all(y, x != y || x == y))", 100, u64::MAX).unwrap_or_default();
+        assert!(nested > 100 * 100, "{nested}");
+    }
+
+    #[test]
+    fn counting_stops_at_the_limit() {
+        assert_eq!(
+            run(
+                "self.all(x, self.all(y, self.all(z, x + y + z > 0)))",
+                1000,
+                PER_CALL_LIMIT
+            ),
+            None
+        );
+        assert!(run("self.all(x, x > 0)", 1000, PER_CALL_LIMIT).is_some());
+    }
+}
