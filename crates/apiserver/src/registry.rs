@@ -37,6 +37,16 @@ impl Registry {
             .cloned()
     }
 
+    /// Every served version of the resource `plural` of `group`.
+    pub fn all_versions(&self, group: &str, plural: &str) -> Vec<ResourceKind> {
+        self.kinds
+            .read()
+            .iter()
+            .filter(|kind| kind.group == group && kind.plural == plural)
+            .cloned()
+            .collect()
+    }
+
     /// Serves `kind` (replacing a resource of the same group, version and plural).
     pub fn add(&self, kind: ResourceKind) {
         let mut kinds = self.kinds.write();

@@ -386,6 +386,65 @@ async fn defaults_fill_in_and_disallowed_nulls_go() {
 }
 
 #[tokio::test]
+async fn a_default_added_later_shows_on_reads_of_objects_stored_before() {
+    let (_server, client) = server().await;
+    let mut schema = schema();
+    widgets(&client, schema.clone()).await;
+    let created = send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget("old", json!({"name": "abc"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created["spec"]["size"], 3);
+    assert!(created["spec"].get("mode").is_none());
+
+    // The CRD gains a default: objects stored before show it when read, unchanged in store.
+    schema["properties"]["spec"]["properties"]["mode"]["default"] = json!("fast");
+    let crd = format!("{CRDS}/widgets.example.com");
+    let patch = json!({"spec": {"versions": [{
+        "name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": schema},
+        "subresources": {"status": {}, "scale": {
+            "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+    }]}});
+    merge_patch(&client, &crd, patch).await.unwrap();
+    let read = send(
+        &client,
+        "GET",
+        &format!("{WIDGETS}/old"),
+        "application/json",
+        Value::Null,
+    )
+    .await
+    .unwrap();
+    assert_eq!(read["spec"]["mode"], "fast");
+    assert_eq!(
+        read["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    let list = send(&client, "GET", WIDGETS, "application/json", Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(list["items"][0]["spec"]["mode"], "fast");
+
+    // An object written since is defaulted when written.
+    let new = send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        widget("new", json!({"name": "def"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(new["spec"]["mode"], "fast");
+}
+
+#[tokio::test]
 async fn patches_and_status_writes_are_checked_too() {
     let (_server, client) = server().await;
     widgets(&client, schema()).await;

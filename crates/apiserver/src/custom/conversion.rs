@@ -77,12 +77,16 @@ pub fn uses_webhook(kind: &ResourceKind) -> bool {
 
 /// `object` as `kind`'s version shows it, when that needs no webhook; `None` when it is
 /// already that (or `kind` is not a custom resource, or its CRD converts with a webhook, whose
-/// callers convert with [`shown`] first).
+/// callers convert with [`shown`] first). An object of `kind`'s version written before the
+/// version's schema is made to fit the schema.
 pub fn converted(kind: &ResourceKind, object: &StoredObject) -> Option<StoredObject> {
-    if !needs_conversion(kind, object) || uses_webhook(kind) {
+    let version = kind.custom.as_deref()?;
+    let convert = needs_conversion(kind, object);
+    if convert && version.conversion.webhook.is_some()
+        || !convert && !version.written_before_schema(object)
+    {
         return None;
     }
-    let version = kind.custom.as_deref()?;
     let mut value = object.value().clone();
     value["apiVersion"] = Value::String(kind.api_version());
     super::fit_to_schema(version, &mut value);
@@ -110,8 +114,13 @@ pub async fn shown(
         .filter(|object| needs_conversion(kind, object))
         .map(|object| object.value())
         .collect();
+    // Those already of this version need no webhook (only fitting, if written before the
+    // schema).
     if needed.is_empty() {
-        return Ok(objects.iter().map(|_| None).collect());
+        return Ok(objects
+            .iter()
+            .map(|object| converted(kind, object))
+            .collect());
     }
     let subject = match (list, needed.first()) {
         (true, _) => format!(
@@ -130,7 +139,7 @@ pub async fn shown(
         .iter()
         .map(|object| {
             if !needs_conversion(kind, object) {
-                return None;
+                return converted(kind, object);
             }
             let mut value = answered.next()?;
             super::fit_to_schema(version, &mut value);

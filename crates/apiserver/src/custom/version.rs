@@ -27,6 +27,22 @@ pub struct CustomVersion {
     pub columns: Vec<PrinterColumn>,
     /// How its CRD converts objects to and from the other versions.
     pub conversion: Arc<Conversion>,
+    /// The resourceVersion of the CRD that gave this version its schema: an object last
+    /// written before it may lack the schema's defaults (or have fields it no longer declares),
+    /// and is made to fit it when read, as kube-apiserver's decoding from storage does.
+    pub schema_since: u64,
+}
+
+impl CustomVersion {
+    /// Whether `object`, of this version, was last written before its schema was.
+    pub fn written_before_schema(&self, object: &Value) -> bool {
+        self.schema_since > 0
+            && self.schema.is_some()
+            && object["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|version| version.parse::<u64>().ok())
+                .is_some_and(|version| version < self.schema_since)
+    }
 }
 
 /// Where a custom resource keeps what its `scale` subresource shows, as dotted paths without
@@ -101,6 +117,7 @@ impl CustomVersion {
             scale,
             columns,
             conversion: Arc::default(),
+            schema_since: 0,
         }
     }
 }

@@ -10,8 +10,10 @@ use crate::custom::conversion::Conversion;
 use crate::resource::ResourceKind;
 use crate::storage::StoredObject;
 
-/// The resources a CRD defines: one per served version.
-fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
+/// The resources a CRD defines: one per served version. A version whose schema is that of the
+/// same version already served (`served`) keeps its `schema_since`; the others start theirs
+/// at the CRD's resourceVersion.
+fn defined_kinds(crd: &Value, served: &[ResourceKind]) -> Vec<ResourceKind> {
     let spec = &crd["spec"];
     let names = &spec["names"];
     let (Some(group), Some(plural), Some(kind)) = (
@@ -27,6 +29,10 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
     let short_names = string_list(&names["shortNames"]);
     let namespaced = spec["scope"].as_str() != Some("Cluster");
     let conversion = Arc::new(Conversion::read(crd));
+    let crd_version = crd["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|version| version.parse::<u64>().ok())
+        .unwrap_or(0);
     spec["versions"]
         .as_array()
         .map(|versions| versions.as_slice())
@@ -34,6 +40,13 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
         .iter()
         .filter(|version| version["served"].as_bool().unwrap_or(true))
         .filter_map(|version| {
+            let read = CustomVersion::read(version);
+            let schema_since = served
+                .iter()
+                .filter(|kind| kind.version == version["name"])
+                .filter_map(|kind| kind.custom.as_deref())
+                .find(|old| old.openapi == read.openapi)
+                .map_or(crd_version, |old| old.schema_since);
             Some(ResourceKind {
                 group: group.to_string(),
                 version: version["name"].as_str()?.to_string(),
@@ -54,7 +67,8 @@ fn defined_kinds(crd: &Value) -> Vec<ResourceKind> {
                 create_only: false,
                 custom: Some(Arc::new(CustomVersion {
                     conversion: conversion.clone(),
-                    ..CustomVersion::read(version)
+                    schema_since,
+                    ..read
                 })),
             })
         })
@@ -75,7 +89,14 @@ fn string_list(list: &Value) -> Vec<String> {
 /// stored with its new status (`None` when its status was already that, or it changed
 /// meanwhile).
 pub(super) fn serve(app: &App, crd: &Value) -> Option<Arc<StoredObject>> {
-    let kinds = defined_kinds(crd);
+    let served = match (
+        crd["spec"]["group"].as_str(),
+        crd["spec"]["names"]["plural"].as_str(),
+    ) {
+        (Some(group), Some(plural)) => app.registry.all_versions(group, plural),
+        _ => Vec::new(),
+    };
+    let kinds = defined_kinds(crd, &served);
     if let Some(first) = kinds.first() {
         app.registry.remove(&first.group, &first.plural);
     }
@@ -149,5 +170,39 @@ pub(super) fn stop_serving(app: &App, crd: &Value) {
         crd["spec"]["names"]["plural"].as_str(),
     ) {
         app.registry.remove(group, plural);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(resource_version: &str, schema: Value, columns: Value) -> Value {
+        json!({
+            "metadata": {"name": "widgets.example.com", "resourceVersion": resource_version},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": schema},
+                                   "additionalPrinterColumns": columns}]},
+        })
+    }
+
+    fn schema_since(kinds: &[ResourceKind]) -> Option<u64> {
+        Some(kinds.first()?.custom.as_deref()?.schema_since)
+    }
+
+    #[test]
+    fn a_version_keeps_its_schema_since_until_its_schema_changes() {
+        let schema = json!({"type": "object"});
+        let first = defined_kinds(&crd("10", schema.clone(), json!([])), &[]);
+        assert_eq!(schema_since(&first), Some(10));
+        let column = json!([{"name": "A", "type": "string", "jsonPath": ".a"}]);
+        let columns_added = defined_kinds(&crd("20", schema, column.clone()), &first);
+        assert_eq!(schema_since(&columns_added), Some(10));
+        let defaulted =
+            json!({"type": "object", "properties": {"a": {"type": "string", "default": "x"}}});
+        let schema_changed = defined_kinds(&crd("30", defaulted, column), &columns_added);
+        assert_eq!(schema_since(&schema_changed), Some(30));
     }
 }
