@@ -6,14 +6,17 @@
 //! expression's tree and the values it runs on: one for each node evaluated, and a
 //! comprehension's (`all`, `exists`, `map`, `filter`, …) condition and step once for each
 //! element of the list or map it ranges over, with its variable bound to that element, so that
-//! nested comprehensions are counted for the lists they really see. This is cel-go's cost
-//! model in its shape (evaluation steps; a comprehension costs per iteration), not in every
-//! weight: cel-go also charges string and list operations by their size, and stops an `all`
-//! or `exists` at its first decisive element, which the count does not (it is an upper bound
-//! there). A range is evaluated only once the count of evaluating it is known to be within the
+//! nested comprehensions are counted for the lists they really see. Within a comprehension a
+//! call that works through a list, a map or a string (`in` a list, equality, `+`, string
+//! functions) is also charged for its size, as cel-go charges it, so that a loop over a list
+//! that searches the list each time costs what it does. This is cel-go's cost model in its
+//! shape, not in every weight: cel-go stops an `all` or `exists` at its first decisive
+//! element, which the count does not (it is an upper bound there), and sizes every operand,
+//! where the count sizes only variables, their fields and literals (what else a call works on
+//! was counted as it was built). A range is evaluated only once the count of evaluating it is known to be within the
 //! limit, so counting costs no more than the limit allows either.
 
-use cel::common::ast::{EntryExpr, Expr};
+use cel::common::ast::{CallExpr, EntryExpr, Expr, operators};
 use cel::{Context, IdedExpr, Program, Value};
 
 /// The most one run of one expression may cost (`PerCallLimit`).
@@ -117,6 +120,7 @@ impl Meter {
                 for arg in &call.args {
                     self.count(arg, context)?;
                 }
+                self.charge(size_charge(call, context))?;
             }
             Expr::Select(select) => self.count(&select.operand, context)?,
             Expr::List(list) => {
@@ -174,6 +178,49 @@ impl Meter {
     }
 }
 
+/// What `call` costs for the size of what it works on: `in` a list and equality or `+` of
+/// lists and maps by their length, string operations by a tenth of the strings' lengths (as
+/// cel-go's weights). Only operands that are variables, their fields or literals are sized.
+fn size_charge(call: &CallExpr, context: &Context<'_, '_>) -> u64 {
+    let sized = |operand: &IdedExpr| -> u64 {
+        if !is_direct(operand) {
+            return 0;
+        }
+        match Value::resolve(operand, context) {
+            Ok(Value::List(items)) => items.len() as u64,
+            Ok(Value::Map(map)) => map.map.len() as u64,
+            Ok(Value::String(text)) => (text.len() as u64).div_ceil(10),
+            Ok(Value::Bytes(bytes)) => (bytes.len() as u64).div_ceil(10),
+            _ => 0,
+        }
+    };
+    let operands = call.target.as_deref().into_iter().chain(&call.args);
+    match call.func_name.as_str() {
+        // A map is searched by its hash.
+        operators::IN => match call.args.get(1) {
+            Some(list) if is_direct(list) => match Value::resolve(list, context) {
+                Ok(Value::List(items)) => items.len() as u64,
+                _ => 0,
+            },
+            _ => 0,
+        },
+        operators::EQUALS | operators::NOT_EQUALS | operators::ADD => operands.map(sized).sum(),
+        "contains" | "startsWith" | "endsWith" | "matches" | "indexOf" | "lastIndexOf"
+        | "lowerAscii" | "upperAscii" | "replace" | "split" | "substring" | "trim" | "join"
+        | "charAt" | "reverse" => operands.map(sized).sum(),
+        _ => 0,
+    }
+}
+
+/// Whether `operand` is a variable, a field of one, or a literal: cheap to evaluate again.
+fn is_direct(operand: &IdedExpr) -> bool {
+    match &operand.expr {
+        Expr::Ident(_) | Expr::Literal(_) => true,
+        Expr::Select(select) => is_direct(&select.operand),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +255,14 @@ mod tests {
         let nested =
             run("self.all(x, self.all(y, x != y || x == y))", 100, u64::MAX).unwrap_or_default();
         assert!(nested > 100 * 100, "{nested}");
+    }
+
+    #[test]
+    fn searching_a_list_in_a_loop_costs_its_length_each_time() {
+        let search = run("self.all(x, x in self)", 1000, u64::MAX).unwrap_or_default();
+        let compare = run("self.all(x, x >= 0)", 1000, u64::MAX).unwrap_or_default();
+        assert!(search >= compare + 1000 * 1000, "{search} {compare}");
+        assert_eq!(run("self.all(x, x in self)", 2000, PER_CALL_LIMIT), None);
     }
 
     #[test]
