@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::field_error::{FieldError, FieldErrorKind};
 use crate::storage::meta::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_subdomain};
-use crate::structural::{environment, go_regex};
+use crate::structural::{Node, environment, go_regex};
 
 const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
@@ -526,6 +526,10 @@ fn schema_errors(schema: &Value, base: &str, status_enabled: bool) -> Vec<FieldE
     let mut structural = Vec::new();
     node_errors(schema, Level::Root, base, &mut structural);
     structural.sort_by_key(ToString::to_string);
+    // Defaults are checked against a schema that is structural only, as kube checks them.
+    if structural.is_empty() {
+        default_errors(&Node::compile(schema), base, &mut structural);
+    }
     errors.extend(structural);
     if status_enabled && schema["type"].as_str().is_some_and(|t| t != "object") {
         errors.push(FieldError::invalid(
@@ -535,6 +539,31 @@ fn schema_errors(schema: &Value, base: &str, status_enabled: bool) -> Vec<FieldE
         ));
     }
     errors
+}
+
+/// The errors of the defaults under `node` (at `path` of the CRD): each must have no field
+/// its schema does not declare, and must hold to its schema (apiextensions-apiserver's
+/// `defaulting.ValidateDefaults`; its CEL rules are not run on it here).
+fn default_errors(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
+    if let Some(default) = &node.default {
+        let at = format!("{path}.default");
+        let mut pruned = default.clone();
+        super::coerce::prune(&mut pruned, node);
+        if pruned != *default {
+            errors.push(FieldError::invalid(
+                at.clone(),
+                default.clone(),
+                "must not have unknown fields",
+            ));
+        }
+        errors.extend(super::validate::validate(node, default, None, &at));
+    }
+    if let Some(items) = node.items.as_deref() {
+        default_errors(items, &format!("{path}.items"), errors);
+    }
+    for (name, property) in &node.properties {
+        default_errors(property, &format!("{path}.properties[{name}]"), errors);
+    }
 }
 
 fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldError>) {
@@ -1050,6 +1079,31 @@ mod tests {
                 "spec.validation.openAPIV3Schema.properties[name].pattern: Invalid value: \"(unclosed\": must be a valid regular expression, but isn't: error parsing regexp: unclosed group: `(unclosed`",
                 "spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
                 "spec.validation.openAPIV3Schema.properties[tags].items: Required value: must be specified",
+            ]
+        );
+    }
+
+    /// A default is checked as a value of its own (kube-openapi's root has no name, which
+    /// leaves its messages starting with " in body").
+    #[test]
+    fn defaults_must_fit_their_schema() {
+        let mut bad = crd();
+        bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "size": {"type": "integer", "maximum": 5, "default": 9},
+                "mode": {"type": "string", "default": 3},
+                "extra": {"type": "object", "properties": {"a": {"type": "string"}},
+                          "default": {"a": "x", "b": "y"}},
+                "fine": {"type": "string", "enum": ["a"], "default": "a"},
+            }}},
+        });
+        assert_eq!(
+            messages(&bad),
+            [
+                "spec.validation.openAPIV3Schema.properties[spec].properties[extra].default: Invalid value: {\"a\":\"x\",\"b\":\"y\"}: must not have unknown fields",
+                "spec.validation.openAPIV3Schema.properties[spec].properties[mode].default: Invalid value: \"integer\":  in body must be of type string: \"integer\"",
+                "spec.validation.openAPIV3Schema.properties[spec].properties[size].default: Invalid value: 9:  in body should be less than or equal to 5",
             ]
         );
     }
