@@ -8,6 +8,8 @@
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+mod support;
+
 use ctrlkit_apiserver::tls::SelfSignedTls;
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use futures::{StreamExt, TryStreamExt};
@@ -19,6 +21,7 @@ use kube::api::{
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::{Value, json};
+use support::send;
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
@@ -152,26 +155,6 @@ fn widget_crd(url: &str, ca_bundle: &str) -> Value {
     })
 }
 
-/// Sends a request; the object answered, or the refusal's `Status`.
-async fn send(
-    client: &Client,
-    method: &str,
-    path: &str,
-    body: Value,
-) -> Result<Value, Box<kube::core::Status>> {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    match client.request_text(request).await {
-        Ok(text) => Ok(serde_json::from_str(&text).unwrap()),
-        Err(kube::Error::Api(status)) => Err(status),
-        Err(other) => panic!("{other}"),
-    }
-}
-
 /// The server, a client, the webhook's state, and the Widgets API of each version.
 async fn setup(
     ca_bundle: Option<&str>,
@@ -193,6 +176,7 @@ async fn setup(
         &client,
         "POST",
         CRDS,
+        "application/json",
         widget_crd(&url, ca_bundle.unwrap_or(&ca)),
     )
     .await
@@ -487,9 +471,15 @@ async fn a_crds_conversion_is_checked_as_kube_checks_it() {
         ),
     ];
     for (conversion, expected) in cases {
-        let status = send(&client, "POST", CRDS, with(conversion.clone()))
-            .await
-            .expect_err("refused");
+        let status = send(
+            &client,
+            "POST",
+            CRDS,
+            "application/json",
+            with(conversion.clone()),
+        )
+        .await
+        .expect_err("refused");
         assert_eq!(status.code, 422, "{conversion}");
         let mut found: Vec<String> = status
             .details

@@ -4,9 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use kube::{Client, Config};
 use serde_json::{Value, json};
+use support::send;
 
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -101,27 +104,6 @@ async fn merge_patch(
     patch: Value,
 ) -> Result<Value, Box<kube::core::Status>> {
     send(client, "PATCH", path, "application/merge-patch+json", patch).await
-}
-
-/// Sends a request; the object answered, or the refusal's `Status`.
-async fn send(
-    client: &Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: Value,
-) -> Result<Value, Box<kube::core::Status>> {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    match client.request_text(request).await {
-        Ok(text) => Ok(serde_json::from_str(&text).unwrap()),
-        Err(kube::Error::Api(status)) => Err(status),
-        Err(other) => panic!("{other}"),
-    }
 }
 
 /// A POST over a plain connection, for the `Warning` headers kube-client does not show.

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::field_error::{FieldError, FieldErrorKind};
+use super::field_error::{FieldError, FieldErrorKind, go_quoted};
 use crate::storage::meta::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_subdomain};
 use crate::structural::{Node, environment, go_regex};
 
@@ -71,16 +71,11 @@ pub fn validate(crd: &Value) -> Vec<FieldError> {
         ));
     }
 
-    match text(&spec["scope"]) {
-        "" => errors.push(FieldError::required("spec.scope", "")),
-        "Cluster" | "Namespaced" => {}
-        other => errors.push(FieldError::new(
-            FieldErrorKind::NotSupported,
-            "spec.scope",
-            Value::from(other),
-            r#"supported values: "Cluster", "Namespaced""#,
-        )),
-    }
+    errors.extend(enum_error(
+        "spec.scope",
+        text(&spec["scope"]),
+        &["Cluster", "Namespaced"],
+    ));
 
     let no_versions = Vec::new();
     let versions = spec["versions"].as_array().unwrap_or(&no_versions);
@@ -188,6 +183,23 @@ pub fn validate(crd: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// The error of a required field that must be one of `accepted` (kube's `validateEnumStrings`).
+fn enum_error(field: &str, value: &str, accepted: &[&str]) -> Option<FieldError> {
+    if value.is_empty() {
+        return Some(FieldError::required(field, ""));
+    }
+    if accepted.contains(&value) {
+        return None;
+    }
+    let quoted: Vec<String> = accepted.iter().map(|text| go_quoted(text)).collect();
+    Some(FieldError::new(
+        FieldErrorKind::NotSupported,
+        field,
+        Value::from(value),
+        format!("supported values: {}", quoted.join(", ")),
+    ))
+}
+
 /// The errors of `spec.conversion` (kube's `validateCustomResourceConversion`, which names the
 /// internal form's fields: `webhookClientConfig`, `conversionReviewVersions`). An invalid
 /// `caBundle` is accepted, as kube accepts it until the CRD is established.
@@ -205,16 +217,11 @@ fn conversion_errors(spec: &Value) -> Vec<FieldError> {
             "must be None if spec.preserveUnknownFields is true",
         ));
     }
-    match strategy {
-        "" => errors.push(FieldError::required("spec.conversion.strategy", "")),
-        "None" | "Webhook" => {}
-        other => errors.push(FieldError::new(
-            FieldErrorKind::NotSupported,
-            "spec.conversion.strategy",
-            Value::from(other),
-            r#"supported values: "None", "Webhook""#,
-        )),
-    }
+    errors.extend(enum_error(
+        "spec.conversion.strategy",
+        strategy,
+        &["None", "Webhook"],
+    ));
     let webhook = &conversion["webhook"];
     let client = &webhook["clientConfig"];
     let versions = &webhook["conversionReviewVersions"];

@@ -190,9 +190,18 @@ pub(super) async fn list(
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
-    let page: Vec<&StoredObject> = page.iter().map(|item| &**item).collect();
-    let converted = conversion::shown(kind, &page, true).await?;
-    let shown = page
+    shown_list(encoding, metadata, &page).await
+}
+
+/// The list answer of `items` (its `metadata` as given), each in the kind's version.
+pub(super) async fn shown_list(
+    encoding: &Encoding<'_>,
+    metadata: Value,
+    items: &[Arc<StoredObject>],
+) -> Result<Response, ApiError> {
+    let items: Vec<&StoredObject> = items.iter().map(|item| &**item).collect();
+    let converted = conversion::shown(encoding.kind, &items, true).await?;
+    let shown = items
         .iter()
         .zip(&converted)
         .map(|(item, converted)| converted.as_ref().unwrap_or(item));

@@ -301,7 +301,7 @@ async fn create_checked(
     app: &App,
     kind: &ResourceKind,
     namespace: &str,
-    mut object: Value,
+    object: Value,
     dry_run: bool,
 ) -> Result<Result<Arc<StoredObject>, StoreError>, ApiError> {
     let context = strategy_context(app);
@@ -316,15 +316,7 @@ async fn create_checked(
             app.store.create(kind, namespace, object)
         }
     };
-    if kind.custom.is_some() {
-        check(&mut object)?;
-        let object = conversion::to_storage(&app.registry, kind, object).await?;
-        return Ok(store(object));
-    }
-    app.services.serialized(kind, || {
-        check(&mut object)?;
-        Ok(store(object))
-    })
+    checked_write(app, kind, object, check, store).await
 }
 
 /// The strategy's preparation and checks of a change of `old` (as the request's version shows
@@ -333,7 +325,7 @@ async fn update_checked(
     app: &App,
     kind: &ResourceKind,
     item: Item<'_>,
-    mut object: Value,
+    object: Value,
     old: &Value,
     dry_run: bool,
 ) -> Result<Result<(Arc<StoredObject>, bool), StoreError>, ApiError> {
@@ -356,6 +348,19 @@ async fn update_checked(
             app.store.update(kind, namespace, name, object, status_only)
         }
     };
+    checked_write(app, kind, object, check, store).await
+}
+
+/// `check` (the strategy), then `store`: a Service's alone among the writes of Services (its
+/// allocations and their record together); a custom resource converted to its storage
+/// version between.
+async fn checked_write<T>(
+    app: &App,
+    kind: &ResourceKind,
+    mut object: Value,
+    check: impl FnOnce(&mut Value) -> Result<(), ApiError>,
+    store: impl FnOnce(Value) -> T,
+) -> Result<T, ApiError> {
     if kind.custom.is_some() {
         check(&mut object)?;
         let object = conversion::to_storage(&app.registry, kind, object).await?;
@@ -735,13 +740,7 @@ pub(super) async fn delete_collection(
         }
     }
     let metadata = json!({"resourceVersion": app.store.resource_version().to_string()});
-    let deleted: Vec<&StoredObject> = deleted.iter().map(|item| &**item).collect();
-    let converted = conversion::shown(kind, &deleted, true).await?;
-    let shown = deleted
-        .iter()
-        .zip(&converted)
-        .map(|(item, converted)| converted.as_ref().unwrap_or(item));
-    encoding.list(metadata, shown)
+    super::read::shown_list(encoding, metadata, &deleted).await
 }
 
 /// Reads the body of a subresource's POST into a tree: JSON, YAML, or protobuf of the message
