@@ -62,6 +62,8 @@ enum Target {
     Url(Uri),
     /// `clientConfig.service`, as the URL kube-apiserver would post to.
     Service(String),
+    /// A `url` that does not parse as one: every call fails, saying so.
+    Unparsed(String),
 }
 
 /// Why a conversion failed; its text is the message kube-apiserver answers with.
@@ -74,7 +76,9 @@ impl ConversionWebhook {
     pub fn read(crd_name: &str, webhook: &Value) -> Option<Self> {
         let config = webhook.get("clientConfig")?;
         let target = match (config["url"].as_str(), config.get("service")) {
-            (Some(url), _) => Target::Url(url.parse().ok()?),
+            (Some(url), _) => url
+                .parse()
+                .map_or_else(|_| Target::Unparsed(url.to_string()), Target::Url),
             (None, Some(service)) => Target::Service(format!(
                 "https://{}.{}.svc:{}{}",
                 service["name"].as_str().unwrap_or_default(),
@@ -175,7 +179,7 @@ impl ConversionWebhook {
     fn url_text(&self) -> String {
         match &self.target {
             Target::Url(uri) => uri.to_string(),
-            Target::Service(url) => url.clone(),
+            Target::Service(url) | Target::Unparsed(url) => url.clone(),
         }
     }
 
@@ -190,6 +194,7 @@ impl ConversionWebhook {
                     &"a Service cannot be reached from the embedded API server; give the webhook as clientConfig.url",
                 ));
             }
+            Target::Unparsed(_) => return Err(post_failed(&"not a valid URL")),
         };
         let host = uri.host().unwrap_or_default();
         let port = uri.port_u16().unwrap_or(443);
