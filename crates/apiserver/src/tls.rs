@@ -36,8 +36,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
-use rustls::ServerConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 /// Why TLS could not be set up. Messages never hold key material.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +85,16 @@ impl TlsConfig {
     pub fn server_config(&self) -> &Arc<ServerConfig> {
         &self.server
     }
+}
+
+/// A client's TLS trusting `roots`, on rustls' safe default protocol versions with the ring
+/// provider, as the server's.
+pub(crate) fn client_config(roots: RootCertStore) -> Result<ClientConfig, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 impl std::fmt::Debug for TlsConfig {

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::fields::Fields;
 use super::updater::{Managers, Owned};
+use crate::custom::go_quoted;
 
 /// What a manager did: apply a configuration, or update the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,14 +107,14 @@ impl Identity {
     /// `"kube-controller-manager" using apps/v1`, `"kubelet" with subresource "status" using v1`.
     pub fn describe(key: &str) -> String {
         let Some(identity) = Self::from_key(key) else {
-            return go_quote(key);
+            return go_quoted(key);
         };
-        let mut text = go_quote(&identity.manager);
+        let mut text = go_quoted(&identity.manager);
         if !identity.subresource.is_empty() {
             let _ = write!(
                 text,
                 " with subresource {}",
-                go_quote(&identity.subresource)
+                go_quoted(&identity.subresource)
             );
         }
         if identity.operation == "Update" {
@@ -174,7 +175,7 @@ impl ManagedFields {
                 other => {
                     return Err(DecodeError(format!(
                         "invalid fieldsType {} in managed fields entry {index}",
-                        go_quote(other)
+                        go_quoted(other)
                     )));
                 }
             }
@@ -298,34 +299,6 @@ pub(super) fn go_escape_html(plain: &str) -> String {
             c => out.push(c),
         }
     }
-    out
-}
-
-/// A string as Go's `%q` writes it.
-pub(super) fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
     out
 }
 

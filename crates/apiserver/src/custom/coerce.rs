@@ -176,10 +176,7 @@ pub fn apply_defaults(value: &mut Value, node: &Node) {
                     None => {
                         fields.insert(name.to_string(), default.clone());
                     }
-                    Some(field) if field.is_null() && !property.nullable => {
-                        *field = default.clone();
-                    }
-                    Some(_) => {}
+                    Some(field) => default_null(field, property),
                 }
             }
             default_fields(fields, node);
@@ -189,12 +186,7 @@ pub fn apply_defaults(value: &mut Value, node: &Node) {
                 return;
             };
             for item in items {
-                if item.is_null()
-                    && !items_node.nullable
-                    && let Some(default) = &items_node.default
-                {
-                    *item = default.clone();
-                }
+                default_null(item, items_node);
                 apply_defaults(item, items_node);
             }
         }
@@ -207,14 +199,19 @@ fn default_fields(fields: &mut Map<String, Value>, node: &Node) {
         if let Some(property) = node.properties.get(name.as_str()) {
             apply_defaults(field, property);
         } else if let Some(values) = node.additional_properties.as_deref() {
-            if field.is_null()
-                && !values.nullable
-                && let Some(default) = &values.default
-            {
-                *field = default.clone();
-            }
+            default_null(field, values);
             apply_defaults(field, values);
         }
+    }
+}
+
+/// A `null` that `node` does not allow becomes its default, if it has one.
+fn default_null(value: &mut Value, node: &Node) {
+    if value.is_null()
+        && !node.nullable
+        && let Some(default) = &node.default
+    {
+        *value = default.clone();
     }
 }
 

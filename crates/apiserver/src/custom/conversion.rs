@@ -10,7 +10,7 @@ use std::ops::Deref;
 
 use serde_json::Value;
 
-use super::webhook::ConversionWebhook;
+use super::webhook::{ConversionError, ConversionWebhook};
 use crate::registry::Registry;
 use crate::resource::ResourceKind;
 use crate::rest::status::ApiError;
@@ -29,14 +29,7 @@ impl Conversion {
     /// Reads a CRD's storage version and `spec.conversion`.
     pub fn read(crd: &Value) -> Self {
         let spec = &crd["spec"];
-        let storage_version = spec["versions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|version| version["storage"] == true)
-            .and_then(|version| version["name"].as_str())
-            .unwrap_or_default()
-            .to_string();
+        let storage_version = storage_version(crd).unwrap_or_default().to_string();
         let webhook = (spec["conversion"]["strategy"] == "Webhook")
             .then(|| {
                 ConversionWebhook::read(
@@ -49,6 +42,21 @@ impl Conversion {
             storage_version,
             webhook,
         }
+    }
+}
+
+/// The name of a CRD's storage version (`storage: true`).
+pub fn storage_version(crd: &Value) -> Option<&str> {
+    crd["spec"]["versions"]
+        .as_array()?
+        .iter()
+        .find(|version| version["storage"] == true)?["name"]
+        .as_str()
+}
+
+impl From<ConversionError> for ApiError {
+    fn from(error: ConversionError) -> Self {
+        ApiError::unknown(error.0)
     }
 }
 
@@ -122,18 +130,20 @@ pub async fn shown(
             .map(|object| converted(kind, object))
             .collect());
     }
-    let subject = match (list, needed.first()) {
-        (true, _) => format!(
+    let subject = if list {
+        format!(
             "{}/{}, Kind={}List",
             kind.group, version.conversion.storage_version, kind.kind
-        ),
-        (false, Some(object)) => subject(object),
-        (false, None) => String::new(),
+        )
+    } else {
+        needed
+            .first()
+            .map(|object| subject(object))
+            .unwrap_or_default()
     };
     let mut answered = webhook
         .convert(&subject, &kind.api_version(), &needed, list)
-        .await
-        .map_err(|error| ApiError::unknown(error.to_string()))?
+        .await?
         .into_iter();
     Ok(objects
         .iter()
@@ -173,7 +183,12 @@ pub async fn shown_one<'a>(
     kind: &ResourceKind,
     object: &'a StoredObject,
 ) -> Result<Shown<'a>, ApiError> {
-    Ok(match shown(kind, &[object], false).await?.pop().flatten() {
+    let converted = if uses_webhook(kind) && needs_conversion(kind, object) {
+        shown(kind, &[object], false).await?.pop().flatten()
+    } else {
+        converted(kind, object)
+    };
+    Ok(match converted {
         Some(converted) => Shown::Converted(converted),
         None => Shown::Stored(object),
     })
@@ -201,8 +216,7 @@ pub async fn to_storage(
         }
         Some(webhook) => webhook
             .convert(&subject(&object), &api_version, &[&object], false)
-            .await
-            .map_err(|error| ApiError::unknown(error.to_string()))?
+            .await?
             .pop()
             .unwrap_or_default(),
     };

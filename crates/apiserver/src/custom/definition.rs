@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use super::field_error::{FieldError, FieldErrorKind, go_quoted};
-use crate::storage::meta::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_subdomain};
+use crate::storage::meta::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1035_label, is_dns1123_subdomain};
 use crate::structural::{Node, environment, go_regex};
 
 const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
@@ -22,15 +22,7 @@ fn dns1035_problems(name: &str) -> Option<String> {
     if name.len() > 63 {
         problems.push("must be no more than 63 characters");
     }
-    let bytes = name.as_bytes();
-    let valid = bytes.first().is_some_and(u8::is_ascii_lowercase)
-        && bytes
-            .last()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
-    if !valid {
+    if !is_dns1035_label(name) {
         problems.push(DNS1035_LABEL_MESSAGE);
     }
     (!problems.is_empty()).then(|| problems.join(","))
@@ -416,18 +408,12 @@ pub fn validate_update(crd: &Value, old: &Value) -> Vec<FieldError> {
         .any(|condition| condition["type"] == "Established" && condition["status"] == "True");
     let mut immutable = Vec::new();
     if established {
-        immutable.extend([
-            ("spec.scope", "/spec/scope"),
-            ("spec.names.kind", "/spec/names/kind"),
-        ]);
+        immutable.extend(["spec.scope", "spec.names.kind"]);
     }
-    immutable.extend([
-        ("spec.group", "/spec/group"),
-        ("spec.names.plural", "/spec/names/plural"),
-    ]);
-    for (field, pointer) in immutable {
-        let value = crd.pointer(pointer).cloned().unwrap_or_default();
-        if Some(&value) != old.pointer(pointer) {
+    immutable.extend(["spec.group", "spec.names.plural"]);
+    for field in immutable {
+        let value = super::at(crd, field).cloned().unwrap_or_default();
+        if Some(&value) != super::at(old, field) {
             errors.push(FieldError::invalid(field, value, "field is immutable"));
         }
     }
@@ -980,7 +966,8 @@ fn column_errors(column: &Value, base: &str) -> Vec<FieldError> {
 }
 
 /// Fills in what kube-apiserver's defaulting fills in a CRD: `singular` (the kind in lower
-/// case) and `listKind` (`<Kind>List`), `served` … as k8s-openapi leaves them.
+/// case), `listKind` (`<Kind>List`), `conversion` (`strategy: None`) and a webhook service's
+/// port (443).
 pub fn default(crd: &mut Value) {
     let names = &mut crd["spec"]["names"];
     let Some(kind) = names["kind"].as_str().map(str::to_string) else {

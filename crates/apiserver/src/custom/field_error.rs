@@ -220,14 +220,13 @@ pub fn write_go_quoted(out: &mut String, text: &str) {
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             '\u{b}' => out.push_str("\\v"),
+            // Control characters are all below U+00A0.
             c if c.is_control() => {
                 let code = u32::from(c);
                 let _ = if code < 0x80 {
                     write!(out, "\\x{code:02x}")
-                } else if code <= 0xffff {
-                    write!(out, "\\u{code:04x}")
                 } else {
-                    write!(out, "\\U{code:08x}")
+                    write!(out, "\\u{code:04x}")
                 };
             }
             c => out.push(c),

@@ -3,10 +3,12 @@
 //! go-openapi normalizes them.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 
 use base64::Engine as _;
 use regex::Regex;
+
+use crate::storage::meta::{is_dns1035_label, is_dns1123_subdomain};
 
 /// Whether `text` is of `format`; `None` for a format kube does not check (it strips those
 /// from the schema it validates with).
@@ -22,71 +24,63 @@ pub fn is_valid(format: &str, text: &str) -> Option<bool> {
         "ipv6" => text.contains(':') && text.parse::<Ipv6Addr>().is_ok(),
         "cidr" => is_cidr(text),
         "mac" => is_mac(text),
-        "uuid" => matches(&UUID, text),
-        "uuid3" => matches(&UUID3, text),
-        "uuid4" => matches(&UUID4, text),
-        "uuid5" => matches(&UUID5, text),
-        "hexcolor" => matches(&HEX_COLOR, text),
-        "rgbcolor" => matches(&RGB_COLOR, text),
-        "ssn" => matches(&SSN, text),
+        "uuid" => UUID.is_match(text),
+        "uuid3" => UUID3.is_match(text),
+        "uuid4" => UUID4.is_match(text),
+        "uuid5" => UUID5.is_match(text),
+        "hexcolor" => HEX_COLOR.is_match(text),
+        "rgbcolor" => RGB_COLOR.is_match(text),
+        "ssn" => SSN.is_match(text),
         "byte" => base64::engine::general_purpose::STANDARD
             .decode(text)
             .is_ok(),
         "date" => text.len() == 10 && text.parse::<jiff::civil::Date>().is_ok(),
         "datetime" => is_date_time(text),
-        "duration" => matches(&DURATION, text),
-        "k8sshortname" => is_dns_label(text),
-        "k8slongname" => is_dns_subdomain(text),
+        "duration" => DURATION.is_match(text),
+        "k8sshortname" => text.len() <= 63 && is_dns1035_label(text),
+        "k8slongname" => is_dns1123_subdomain(text),
         _ => return None,
     };
     Some(valid)
 }
 
-/// A regular expression compiled on first use.
-struct Lazy {
-    source: &'static str,
-    cell: OnceLock<Regex>,
+/// `source` compiled (the sources below are constants that compile).
+fn compiled(source: &str) -> Regex {
+    Regex::new(source).unwrap_or_else(|_| never_matches())
 }
 
-impl Lazy {
-    const fn new(source: &'static str) -> Self {
-        Self {
-            source,
-            cell: OnceLock::new(),
-        }
-    }
-}
-
-fn matches(lazy: &Lazy, text: &str) -> bool {
-    lazy.cell
-        .get_or_init(|| Regex::new(lazy.source).unwrap_or_else(|_| never_matches()))
-        .is_match(text)
-}
-
-/// A regular expression that matches nothing (a fallback that never runs: the sources above
-/// are constants that compile).
+/// A regular expression that matches nothing (a fallback that never runs).
 fn never_matches() -> Regex {
     Regex::new("[^\\s\\S]").unwrap_or_else(|_| unreachable!("a constant expression compiles"))
 }
 
-static UUID: Lazy =
-    Lazy::new("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$");
-static UUID3: Lazy =
-    Lazy::new("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$");
-static UUID4: Lazy =
-    Lazy::new("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$");
-static UUID5: Lazy =
-    Lazy::new("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$");
-static HEX_COLOR: Lazy = Lazy::new("^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$");
-static RGB_COLOR: Lazy = Lazy::new(
-    "^rgb\\(\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*,\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*,\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*\\)$",
-);
-static SSN: Lazy = Lazy::new("^\\d{3}[- ]?\\d{2}[- ]?\\d{4}$");
+static UUID: LazyLock<Regex> = LazyLock::new(|| {
+    compiled("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+});
+static UUID3: LazyLock<Regex> = LazyLock::new(|| {
+    compiled("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+});
+static UUID4: LazyLock<Regex> = LazyLock::new(|| {
+    compiled("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
+});
+static UUID5: LazyLock<Regex> = LazyLock::new(|| {
+    compiled("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
+});
+static HEX_COLOR: LazyLock<Regex> =
+    LazyLock::new(|| compiled("^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$"));
+static RGB_COLOR: LazyLock<Regex> = LazyLock::new(|| {
+    compiled(
+        "^rgb\\(\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*,\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*,\\s*(0|[1-9]\\d?|1\\d\\d?|2[0-4]\\d|25[0-5])\\s*\\)$",
+    )
+});
+static SSN: LazyLock<Regex> = LazyLock::new(|| compiled("^\\d{3}[- ]?\\d{2}[- ]?\\d{4}$"));
 /// Go's `time.ParseDuration` (`1h30m`, `-1.5s`, `0`) or the `<n> <unit>` form go-openapi
 /// also reads (`3 days`).
-static DURATION: Lazy = Lazy::new(
-    "^(0|[-+]?(\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h)([-+]?(\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h))*|\\d+\\s*(ns|us|µs|ms|s|m|h|d|w|nanoseconds?|microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?))$",
-);
+static DURATION: LazyLock<Regex> = LazyLock::new(|| {
+    compiled(
+        "^(0|[-+]?(\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h)([-+]?(\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h))*|\\d+\\s*(ns|us|µs|ms|s|m|h|d|w|nanoseconds?|microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?))$",
+    )
+});
 
 /// Go's `url.ParseRequestURI`: an absolute URI or an absolute path, without spaces.
 fn is_request_uri(text: &str) -> bool {
@@ -149,53 +143,20 @@ fn is_cidr(text: &str) -> bool {
 
 /// Go's `net.ParseMAC`: 6, 8 or 20 octets as `xx:xx…`, `xx-xx…` or `xxxx.xxxx…`.
 fn is_mac(text: &str) -> bool {
-    let octet_groups = |separator: char| {
+    // Groups of `width` hex digits, as many as one of `counts`, split by `separator`.
+    let groups = |separator: char, counts: [usize; 3], width: usize| {
         let groups: Vec<&str> = text.split(separator).collect();
-        matches!(groups.len(), 6 | 8 | 20)
+        counts.contains(&groups.len())
             && groups
                 .iter()
-                .all(|group| group.len() == 2 && group.bytes().all(|b| b.is_ascii_hexdigit()))
+                .all(|group| group.len() == width && group.bytes().all(|b| b.is_ascii_hexdigit()))
     };
-    let dotted = || {
-        let groups: Vec<&str> = text.split('.').collect();
-        matches!(groups.len(), 3 | 4 | 10)
-            && groups
-                .iter()
-                .all(|group| group.len() == 4 && group.bytes().all(|b| b.is_ascii_hexdigit()))
-    };
-    octet_groups(':') || octet_groups('-') || dotted()
+    groups(':', [6, 8, 20], 2) || groups('-', [6, 8, 20], 2) || groups('.', [3, 4, 10], 4)
 }
 
 /// A date and time of RFC 3339, with or without its offset.
 fn is_date_time(text: &str) -> bool {
     text.parse::<jiff::Timestamp>().is_ok() || text.parse::<jiff::civil::DateTime>().is_ok()
-}
-
-/// A DNS label of RFC 1035 (`k8s-short-name`).
-fn is_dns_label(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes[0].is_ascii_lowercase()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes.last().is_some_and(|b| *b != b'-')
-}
-
-/// A DNS subdomain of RFC 1123 (`k8s-long-name`).
-fn is_dns_subdomain(text: &str) -> bool {
-    text.len() <= 253
-        && !text.is_empty()
-        && text.split('.').all(|label| {
-            let bytes = label.as_bytes();
-            !bytes.is_empty()
-                && bytes
-                    .iter()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-                && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-                && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
-        })
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ fn value_of(node: &Node, value: &Value, path: &mut String, errors: &mut Vec<Fiel
 fn list(node: &Node, items: &[Value], path: &mut String, errors: &mut Vec<FieldError>) {
     match &node.list_type {
         ListType::Set => {
-            for index in repeats(items.iter().map(Value::clone)) {
+            for index in repeats(items.iter()) {
                 errors.push(duplicate(path, index, items[index].clone()));
             }
         }
@@ -82,7 +82,7 @@ fn list(node: &Node, items: &[Value], path: &mut String, errors: &mut Vec<FieldE
                     Value::Object(key)
                 };
                 let item_keys: Vec<Value> = items.iter().map(key_of).collect();
-                for index in repeats(item_keys.iter().cloned()) {
+                for index in repeats(item_keys.iter()) {
                     errors.push(duplicate(path, index, item_keys[index].clone()));
                 }
             }
@@ -109,7 +109,7 @@ fn duplicate(path: &str, index: usize, value: Value) -> FieldError {
 }
 
 /// The indexes at which a value is seen for the second time.
-fn repeats(values: impl Iterator<Item = Value>) -> Vec<usize> {
+fn repeats<'a>(values: impl Iterator<Item = &'a Value>) -> Vec<usize> {
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut repeated = Vec::new();
     for (index, value) in values.enumerate() {

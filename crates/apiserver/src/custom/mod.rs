@@ -30,6 +30,7 @@ pub mod webhook;
 
 use serde_json::Value;
 
+use crate::storage::meta::set_status_from;
 use crate::structural::Node;
 
 pub use self::field_error::{
@@ -66,27 +67,33 @@ pub fn prepare_for_create(status_subresource: bool, object: &mut Value) {
 /// What the strategy does to an update of the main resource: with a status subresource, the
 /// stored `status` stays.
 pub fn prepare_for_update(status_subresource: bool, new: &mut Value, old: &Value) {
-    if status_subresource && let Some(fields) = new.as_object_mut() {
-        match old.get("status") {
-            Some(status) => fields.insert("status".into(), status.clone()),
-            None => fields.remove("status"),
-        };
+    if status_subresource {
+        set_status_from(new, old);
     }
 }
 
 /// The errors of a new object.
 pub fn validate_create(version: &CustomVersion, object: &Value) -> Vec<FieldError> {
+    validate_object(version, object, None)
+}
+
+/// The errors of an object, new or (with `old`) replacing `old`.
+fn validate_object(version: &CustomVersion, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    if let Some(schema) = version.schema.as_deref() {
-        errors.extend(validate::validate(schema, object, None, ""));
+    let schema = version.schema.as_deref();
+    if let Some(schema) = schema {
+        errors.extend(validate::validate(schema, new, old, ""));
     }
     if let Some(scale) = &version.scale {
-        errors.extend(scale_replicas(object, &scale.spec_replicas));
-        errors.extend(scale_status(object, scale));
+        errors.extend(scale_replicas(new, &scale.spec_replicas));
+        errors.extend(scale_status(new, scale));
     }
-    if let Some(schema) = version.schema.as_deref() {
-        errors.extend(list_type::validate(schema, object));
-        errors.extend(rules_unless_blocked(schema, &errors, object, None));
+    if let Some(schema) = schema {
+        errors.extend(match old {
+            Some(old) => list_types_unless_old_broke_them(schema, new, old),
+            None => list_type::validate(schema, new),
+        });
+        errors.extend(rules_unless_blocked(schema, &errors, new, old));
     }
     errors
 }
@@ -136,12 +143,7 @@ pub fn validate_update(
         // What the status write stores: the old object with the new status (none if it has
         // none), as the status strategy makes it.
         let mut merged = old.clone();
-        if let Some(fields) = merged.as_object_mut() {
-            match new.get("status") {
-                Some(status) => fields.insert("status".into(), status.clone()),
-                None => fields.remove("status"),
-            };
-        }
+        set_status_from(&mut merged, new);
         if let (Some(status), Some(status_schema)) = (
             new.get("status"),
             schema.and_then(|schema| schema.properties.get("status")),
@@ -162,18 +164,7 @@ pub fn validate_update(
         }
         return errors;
     }
-    if let Some(schema) = schema {
-        errors.extend(validate::validate(schema, new, Some(old), ""));
-    }
-    if let Some(scale) = &version.scale {
-        errors.extend(scale_replicas(new, &scale.spec_replicas));
-        errors.extend(scale_status(new, scale));
-    }
-    if let Some(schema) = schema {
-        errors.extend(list_types_unless_old_broke_them(schema, new, old));
-        errors.extend(rules_unless_blocked(schema, &errors, new, Some(old)));
-    }
-    errors
+    validate_object(version, new, Some(old))
 }
 
 /// The list uniqueness errors of `new`, unless `old` broke uniqueness already (ratcheting, as

@@ -114,7 +114,13 @@ impl Run {
         }
         let mut context = Context::with_env(environment().clone());
         context.add_variable_from_value("self", cel_value(value, Some(node)));
-        if let Some(old) = old {
+        // The old value is read into CEL only for the rules that read it.
+        if let Some(old) = old
+            && node
+                .rules
+                .iter()
+                .any(|rule| rule.reads_old_self && runs(rule))
+        {
             context.add_variable_from_value("oldSelf", cel_value(old, Some(node)));
         }
         for rule in node.rules.iter().filter(|rule| runs(rule)) {

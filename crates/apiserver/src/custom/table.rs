@@ -10,13 +10,7 @@ use crate::kinds::printers;
 
 /// The column definitions.
 pub fn column_definitions(version: &CustomVersion) -> Vec<Value> {
-    let mut columns = vec![json!({
-        "name": "Name",
-        "type": "string",
-        "format": "name",
-        "description": printers::metadata_description("name"),
-        "priority": 0,
-    })];
+    let mut columns = vec![printers::column_definition(&printers::NAME)];
     columns.extend(version.columns.iter().map(|column| {
         let description = if !column.description.is_empty() {
             column.description.clone()

@@ -23,24 +23,29 @@ use crate::structural::{Bound, Checks, JsonType, Node};
 /// (`status` for a status update checked against the status schema; empty for a whole object):
 /// fields are named from it, messages from the schema's root as kube-openapi names them.
 pub fn validate(node: &Node, value: &Value, old: Option<&Value>, prefix: &str) -> Vec<FieldError> {
-    let mut walk = Walk {
-        prefix,
-        path: String::new(),
-        errors: Vec::new(),
-    };
-    walk.node(node, value, old);
-    walk.errors
+    walked(node, value, old, String::new(), prefix)
 }
 
 /// The errors of `value` against `node` alone, without ratcheting (for `anyOf`, `oneOf`,
 /// `allOf` and `not`).
 fn errors_of(node: &Node, value: &Value, path: &str, prefix: &str) -> Vec<FieldError> {
+    walked(node, value, None, path.to_string(), prefix)
+}
+
+/// The errors a walk from `path` finds.
+fn walked(
+    node: &Node,
+    value: &Value,
+    old: Option<&Value>,
+    path: String,
+    prefix: &str,
+) -> Vec<FieldError> {
     let mut walk = Walk {
         prefix,
-        path: path.to_string(),
+        path,
         errors: Vec::new(),
     };
-    walk.node(node, value, None);
+    walk.node(node, value, old);
     walk.errors
 }
 
@@ -342,7 +347,7 @@ impl Walk<'_> {
             if !native {
                 self.push_general(format!(
                     "MultipleOf value {} in {name}",
-                    range_problem_of(factor, declared, format)
+                    range_problem_of(declared, format)
                 ));
             }
             let problem = match integer.filter(|_| native) {
@@ -402,7 +407,7 @@ impl Walk<'_> {
                 let what = if above { "Maximum" } else { "Minimum" };
                 self.push_general(format!(
                     "{what} boundary value {} in {name}",
-                    range_problem_of(limit, declared, format)
+                    range_problem_of(declared, format)
                 ));
             }
             let (outside, shown) = match integer.filter(|_| native) {
@@ -606,7 +611,7 @@ fn range_problem(
 ) -> Option<String> {
     let value = number.as_f64().unwrap_or(0.0);
     if number.is_f64() {
-        (!fits_declared(value, declared, format)).then(|| range_problem_of(value, declared, format))
+        (!fits_declared(value, declared, format)).then(|| range_problem_of(declared, format))
     } else {
         // An integer fits an integer type unless its format is narrower.
         let fits = match (declared, format) {
@@ -616,7 +621,7 @@ fn range_problem(
             (Some(JsonType::Integer), _) => number.as_i64().is_some(),
             _ => true,
         };
-        (!fits).then(|| range_problem_of(value, declared, format))
+        (!fits).then(|| range_problem_of(declared, format))
     }
 }
 
@@ -634,7 +639,7 @@ fn fits_declared(value: f64, declared: Option<JsonType>, format: Option<&str>) -
     }
 }
 
-fn range_problem_of(_value: f64, declared: Option<JsonType>, format: Option<&str>) -> String {
+fn range_problem_of(declared: Option<JsonType>, format: Option<&str>) -> String {
     let type_name = declared.map_or("number", JsonType::name);
     match format {
         Some(format) => format!("must be of type {type_name} with format {format}"),

@@ -3,20 +3,22 @@
 //! the answer checked before any converted object is used
 //! (apiextensions-apiserver's `pkg/apiserver/conversion/webhook_converter.go`).
 //!
-//! The messages are kube's. A webhook named by `service` cannot be reached: the embedded server
-//! has no cluster network to find a Service's endpoints in, so the call fails with a message
-//! that says to give a `url`.
+//! Connections are kept for the next call. The messages are kube's. A webhook named by
+//! `service` cannot be reached: the embedded server has no cluster network to find a Service's
+//! endpoints in, so the call fails with a message that says to give a `url`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{self, Uri};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
-use rustls::{ClientConfig, RootCertStore};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::RootCertStore;
+use rustls::pki_types::{CertificateDer, pem::PemObject};
 use serde_json::{Value, json};
 
 /// How long one call may take, as kube's webhook clients allow.
@@ -40,9 +42,12 @@ pub struct ConversionWebhook {
     ca_bundle: String,
     /// The `ConversionReview` version sent: the first of the CRD's that the server speaks.
     review_version: Option<&'static str>,
-    /// TLS trusting the `caBundle`'s certificates only.
-    tls: Arc<ClientConfig>,
+    /// HTTPS trusting the `caBundle`'s certificates only (`None` if TLS could not be set up).
+    client: Option<HttpsClient>,
 }
+
+/// The client webhooks are called with: connections kept for the next call.
+type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 impl PartialEq for ConversionWebhook {
     fn eq(&self, other: &Self) -> bool {
@@ -98,7 +103,7 @@ impl ConversionWebhook {
         Some(Self {
             crd: crd_name.to_string(),
             target,
-            tls: Arc::new(client_config(&ca_bundle)),
+            client: https_client(&ca_bundle),
             ca_bundle,
             review_version,
         })
@@ -196,41 +201,18 @@ impl ConversionWebhook {
             }
             Target::Unparsed(_) => return Err(post_failed(&"not a valid URL")),
         };
-        let host = uri.host().unwrap_or_default();
-        let port = uri.port_u16().unwrap_or(443);
-        // An IPv6 literal comes bracketed in a URL, not in a socket address or a server name.
-        let bare_host = host.trim_start_matches('[').trim_end_matches(']');
-        let server_name =
-            ServerName::try_from(bare_host.to_string()).map_err(|error| post_failed(&error))?;
-        let tcp = tokio::net::TcpStream::connect((bare_host, port))
-            .await
-            .map_err(|error| post_failed(&error))?;
-        let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
-            .connect(server_name, tcp)
-            .await
-            .map_err(|error| post_failed(&format_args!("tls: {error}")))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|error| post_failed(&error))?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "conversion webhook connection");
-            }
-        });
-        let path = uri.path_and_query().map_or("/", |path| path.as_str());
-        let request = http::Request::post(path)
-            .header(
-                http::header::HOST,
-                uri.authority().map_or(host, |a| a.as_str()),
-            )
+        let Some(client) = &self.client else {
+            return Err(post_failed(&"TLS could not be configured"));
+        };
+        let request = http::Request::post(uri.clone())
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json, */*")
             .body(Full::new(Bytes::from(body)))
             .map_err(|error| post_failed(&error))?;
-        let response = sender
-            .send_request(request)
+        let response = client
+            .request(request)
             .await
-            .map_err(|error| post_failed(&error))?;
+            .map_err(|error| post_failed(&innermost(&error)))?;
         let status = response.status();
         let bytes = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
             .collect()
@@ -254,9 +236,29 @@ impl ConversionWebhook {
     }
 }
 
-/// TLS trusting exactly the certificates of `ca_bundle` (base64 of PEM, as the CRD carries it);
-/// none when it has none, so that no certificate is trusted.
-fn client_config(ca_bundle: &str) -> ClientConfig {
+/// What a failed call says: the cause at the bottom of the client's error chain, a TLS
+/// failure marked `tls:` as Go marks it.
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    loop {
+        // An I/O error carries the connector's error inside, not as its source.
+        let carried = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        if let Some(tls) = carried.and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+            return format!("tls: {tls}");
+        }
+        match carried.or_else(|| cause.source()) {
+            Some(next) => cause = next,
+            None => return cause.to_string(),
+        }
+    }
+}
+
+/// A pooled HTTPS client trusting exactly the certificates of `ca_bundle` (base64 of PEM, as
+/// the CRD carries it); none when it has none, so that no certificate is trusted.
+fn https_client(ca_bundle: &str) -> Option<HttpsClient> {
     let mut roots = RootCertStore::empty();
     if let Ok(pem) = base64::engine::general_purpose::STANDARD.decode(ca_bundle.trim()) {
         for certificate in CertificateDer::pem_slice_iter(&pem).flatten() {
@@ -264,16 +266,13 @@ fn client_config(ca_bundle: &str) -> ClientConfig {
             let _ = roots.add(certificate);
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map(|builder| builder.with_root_certificates(roots).with_no_client_auth())
-        // ring's provider supports the default versions; this arm is never taken.
-        .unwrap_or_else(|_| {
-            ClientConfig::builder()
-                .with_root_certificates(RootCertStore::empty())
-                .with_no_client_auth()
-        })
+    let tls = crate::tls::client_config(roots).ok()?;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .build();
+    Some(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 /// The `convertedObjects` of a webhook's answer, checked as kube checks them.

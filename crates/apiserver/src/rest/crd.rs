@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::App;
 use crate::custom::CustomVersion;
-use crate::custom::conversion::Conversion;
+use crate::custom::conversion::{self, Conversion};
 use crate::resource::ResourceKind;
 use crate::storage::StoredObject;
 
@@ -107,13 +107,7 @@ pub(super) fn serve(app: &App, crd: &Value) -> Option<Arc<StoredObject>> {
     let names = crd["spec"]["names"].clone();
     // The versions objects were ever stored in: those recorded, and the storage version.
     let mut stored_versions = string_list(&crd["status"]["storedVersions"]);
-    let storage = crd["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|version| version["storage"] == true)
-        .and_then(|version| version["name"].as_str());
-    if let Some(storage) = storage
+    if let Some(storage) = conversion::storage_version(crd)
         && !stored_versions.iter().any(|version| version == storage)
     {
         stored_versions.push(storage.to_string());

@@ -199,6 +199,9 @@ pub(super) async fn shown_list(
     metadata: Value,
     items: &[Arc<StoredObject>],
 ) -> Result<Response, ApiError> {
+    if encoding.kind.custom.is_none() {
+        return encoding.list(metadata, items.iter().map(|item| &**item));
+    }
     let items: Vec<&StoredObject> = items.iter().map(|item| &**item).collect();
     let converted = conversion::shown(encoding.kind, &items, true).await?;
     let shown = items

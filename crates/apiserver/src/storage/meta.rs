@@ -85,9 +85,33 @@ pub(crate) fn name_causes(name: &str, label_only: bool) -> Vec<Cause> {
     causes
 }
 
+/// Gives `target` the `status` of `source` (none when `source` has none): what a status write
+/// keeps of its body, and what a write of the main resource keeps of the stored object.
+pub(crate) fn set_status_from(target: &mut Value, source: &Value) {
+    if let Some(fields) = target.as_object_mut() {
+        match source.get("status") {
+            Some(status) => fields.insert("status".into(), status.clone()),
+            None => fields.remove("status"),
+        };
+    }
+}
+
 /// Whether `name` is an RFC 1123 subdomain (at most 253 characters of labels joined by dots).
 pub(crate) fn is_dns1123_subdomain(name: &str) -> bool {
     name.len() <= 253 && name.split('.').all(is_dns1123_label)
+}
+
+/// Whether `name` matches RFC 1035's label pattern (its length checked apart): a lower-case
+/// letter first, lower-case letters, digits and `-`, and no `-` last.
+pub(crate) fn is_dns1035_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.first().is_some_and(u8::is_ascii_lowercase)
+        && bytes
+            .last()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
 }
 
 /// Whether `part` matches RFC 1123's label pattern (the length is checked apart, as

@@ -40,7 +40,9 @@ pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
 
 use self::data_dir::DataDir;
-use self::meta::{has_finalizers, mark_deleted, metadata_mut, name_causes, same_spec};
+use self::meta::{
+    has_finalizers, mark_deleted, metadata_mut, name_causes, same_spec, set_status_from,
+};
 use self::remaining_counts::{RemainingCounts, Snapshot};
 use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 
@@ -620,12 +622,7 @@ impl Store {
             // The old object with the new status; a body without one clears it, as
             // kube-apiserver's status strategies do.
             let mut new = (*old).clone();
-            if let Some(fields) = new.as_object_mut() {
-                match object.get("status").cloned() {
-                    Some(status) => fields.insert("status".into(), status),
-                    None => fields.remove("status"),
-                };
-            }
+            set_status_from(&mut new, &object);
             // The status write's managers are recorded too.
             let managed_fields = object["metadata"].get("managedFields").cloned();
             if let Ok(metadata) = metadata_mut(&mut new) {
@@ -636,13 +633,8 @@ impl Store {
             }
             new
         } else {
-            if kind.status_subresource
-                && let Some(fields) = object.as_object_mut()
-            {
-                match old.get("status") {
-                    Some(status) => fields.insert("status".into(), status.clone()),
-                    None => fields.remove("status"),
-                };
+            if kind.status_subresource {
+                set_status_from(&mut object, &old);
             }
             object
         };

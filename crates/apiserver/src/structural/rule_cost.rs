@@ -30,48 +30,54 @@ pub const RUNTIME_BUDGET: u64 = 10_000_000;
 pub enum Cost {
     /// The same on every value: the expression has no comprehension; its node count.
     Fixed(u64),
-    /// Depends on the values: counted on them each time ([`metered`]).
+    /// Depends on the values: counted on them each time ([`cost_in`]).
     Metered,
 }
 
 impl Cost {
     /// The cost of running `program`.
     pub fn of(program: &Program) -> Self {
-        fn walk(expression: &IdedExpr, nodes: &mut u64) -> bool {
+        /// Counts the nodes; stops at a comprehension.
+        fn walk(expression: &IdedExpr, nodes: &mut u64) -> Result<(), ()> {
             *nodes += 1;
-            match &expression.expr {
-                Expr::Comprehension(_) => false,
-                Expr::Call(call) => {
-                    call.target
-                        .as_deref()
-                        .is_none_or(|target| walk(target, nodes))
-                        && call.args.iter().all(|arg| walk(arg, nodes))
-                }
-                Expr::Select(select) => walk(&select.operand, nodes),
-                Expr::List(list) => list.elements.iter().all(|element| walk(element, nodes)),
-                Expr::Map(map) => map
-                    .entries
-                    .iter()
-                    .all(|entry| walk_entry(&entry.expr, nodes)),
-                Expr::Struct(object) => object
-                    .entries
-                    .iter()
-                    .all(|entry| walk_entry(&entry.expr, nodes)),
-                Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => true,
+            if matches!(expression.expr, Expr::Comprehension(_)) {
+                return Err(());
             }
-        }
-        fn walk_entry(entry: &EntryExpr, nodes: &mut u64) -> bool {
-            match entry {
-                EntryExpr::MapEntry(entry) => walk(&entry.key, nodes) && walk(&entry.value, nodes),
-                EntryExpr::StructField(field) => walk(&field.value, nodes),
-            }
+            for_each_operand(expression, |operand| walk(operand, nodes))
         }
         let mut nodes = 0;
-        if walk(program.expression(), &mut nodes) {
-            Self::Fixed(nodes)
-        } else {
-            Self::Metered
+        match walk(program.expression(), &mut nodes) {
+            Ok(()) => Self::Fixed(nodes),
+            Err(()) => Self::Metered,
         }
+    }
+}
+
+/// Calls `visit` on each expression `expression` is made of, but for a comprehension's (whose
+/// parts run in scopes of their own); stops at the first error.
+fn for_each_operand<E>(
+    expression: &IdedExpr,
+    mut visit: impl FnMut(&IdedExpr) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut entry = |entry: &EntryExpr| match entry {
+        EntryExpr::MapEntry(entry) => {
+            visit(&entry.key)?;
+            visit(&entry.value)
+        }
+        EntryExpr::StructField(field) => visit(&field.value),
+    };
+    match &expression.expr {
+        Expr::Call(call) => call
+            .target
+            .as_deref()
+            .into_iter()
+            .chain(&call.args)
+            .try_for_each(&mut visit),
+        Expr::Select(select) => visit(&select.operand),
+        Expr::List(list) => list.elements.iter().try_for_each(&mut visit),
+        Expr::Map(map) => map.entries.iter().try_for_each(|e| entry(&e.expr)),
+        Expr::Struct(object) => object.entries.iter().try_for_each(|e| entry(&e.expr)),
+        Expr::Comprehension(_) | Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Ok(()),
     }
 }
 
@@ -113,67 +119,36 @@ impl Meter {
     fn count(&mut self, expression: &IdedExpr, context: &Context<'_, '_>) -> Result<(), OverLimit> {
         self.charge(1)?;
         match &expression.expr {
-            Expr::Call(call) => {
-                if let Some(target) = &call.target {
-                    self.count(target, context)?;
-                }
-                for arg in &call.args {
-                    self.count(arg, context)?;
-                }
-                self.charge(size_charge(call, context))?;
-            }
-            Expr::Select(select) => self.count(&select.operand, context)?,
-            Expr::List(list) => {
-                for element in &list.elements {
-                    self.count(element, context)?;
-                }
-            }
-            Expr::Map(map) => {
-                for entry in &map.entries {
-                    self.count_entry(&entry.expr, context)?;
-                }
-            }
-            Expr::Struct(object) => {
-                for entry in &object.entries {
-                    self.count_entry(&entry.expr, context)?;
-                }
-            }
             Expr::Comprehension(comprehension) => {
                 self.count(&comprehension.iter_range, context)?;
                 self.count(&comprehension.accu_init, context)?;
                 // Within the limit, so evaluating the range is too.
-                let elements = match Value::resolve(&comprehension.iter_range, context) {
-                    Ok(Value::List(items)) => items.to_vec(),
-                    Ok(Value::Map(map)) => map.map.keys().map(Value::from).collect(),
+                let range = Value::resolve(&comprehension.iter_range, context);
+                let keys: Vec<Value>;
+                let elements: &[Value] = match &range {
+                    Ok(Value::List(items)) => items,
+                    Ok(Value::Map(map)) => {
+                        keys = map.map.keys().map(Value::from).collect();
+                        &keys
+                    }
                     // A range that fails fails the rule when it runs; nothing to count.
-                    _ => Vec::new(),
+                    _ => &[],
                 };
                 let mut inner = context.new_inner_scope();
                 // The accumulator's uses cost the same whatever it holds.
                 inner.add_variable_from_value(comprehension.accu_var.as_str(), Value::Null);
                 for element in elements {
-                    inner.add_variable_from_value(comprehension.iter_var.as_str(), element);
+                    inner.add_variable_from_value(comprehension.iter_var.as_str(), element.clone());
                     self.count(&comprehension.loop_cond, &inner)?;
                     self.count(&comprehension.loop_step, &inner)?;
                 }
-                self.count(&comprehension.result, &inner)?;
+                self.count(&comprehension.result, &inner)
             }
-            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
-        }
-        Ok(())
-    }
-
-    fn count_entry(
-        &mut self,
-        entry: &EntryExpr,
-        context: &Context<'_, '_>,
-    ) -> Result<(), OverLimit> {
-        match entry {
-            EntryExpr::MapEntry(entry) => {
-                self.count(&entry.key, context)?;
-                self.count(&entry.value, context)
+            Expr::Call(call) => {
+                for_each_operand(expression, |operand| self.count(operand, context))?;
+                self.charge(size_charge(call, context))
             }
-            EntryExpr::StructField(field) => self.count(&field.value, context),
+            _ => for_each_operand(expression, |operand| self.count(operand, context)),
         }
     }
 }

@@ -55,6 +55,8 @@ pub struct Rule {
     pub field_path: String,
     /// Whether the rule reads `oldSelf` (a transition rule: it runs on updates only).
     pub uses_old_self: bool,
+    /// Whether the rule or its message expression reads `oldSelf` (which is then bound).
+    pub reads_old_self: bool,
 }
 
 impl PartialEq for Rule {
@@ -89,6 +91,12 @@ impl Rule {
             .as_str()
             .filter(|source| !source.is_empty())
             .map(|source| (source.to_string(), compile(source)));
+        let reads_old_self = uses_old_self
+            || message_expression.as_ref().is_some_and(|(_, compiled)| {
+                compiled
+                    .as_ref()
+                    .is_ok_and(|program| program.references().has_variable("oldSelf"))
+            });
         let cost_of = |compiled: Option<&Compiled>| match compiled {
             Some(Ok(program)) => Cost::of(program),
             _ => Cost::Fixed(0),
@@ -106,6 +114,7 @@ impl Rule {
             reason: entry["reason"].as_str().map(str::to_string),
             field_path: text("fieldPath").trim_start_matches('.').to_string(),
             uses_old_self,
+            reads_old_self,
         }
     }
 

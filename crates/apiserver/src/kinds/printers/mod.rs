@@ -40,7 +40,7 @@ pub struct Column {
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 /// The `Name` column.
-const NAME: Column = Column {
+pub(crate) const NAME: Column = Column {
     name: "Name",
     kind: "string",
     format: "name",
@@ -136,8 +136,13 @@ pub fn age(timestamp: &Value, now: jiff::Timestamp) -> String {
 
 /// The description of `ObjectMeta`'s field `name`, as kube's default columns describe it.
 pub fn metadata_description(name: &str) -> String {
+    field_description(META, name)
+}
+
+/// The description the OpenAPI `definition` gives its field `name`.
+fn field_description(definition: &str, name: &str) -> String {
     definitions()
-        .get(META)
+        .get(definition)
         .and_then(|definition| definition["properties"][name]["description"].as_str())
         .unwrap_or_default()
         .to_string()
@@ -147,11 +152,7 @@ pub fn metadata_description(name: &str) -> String {
 pub fn column_definition(column: &Column) -> Value {
     let description = match column.description {
         Description::Text(words) => words.to_string(),
-        Description::Field(definition, name) => definitions()
-            .get(definition)
-            .and_then(|definition| definition["properties"][name]["description"].as_str())
-            .unwrap_or_default()
-            .to_string(),
+        Description::Field(definition, name) => field_description(definition, name),
     };
     json!({
         "name": column.name,
