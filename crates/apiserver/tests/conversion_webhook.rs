@@ -21,7 +21,7 @@ use kube::api::{
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::{Value, json};
-use support::send;
+use support::{api_error, send};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
@@ -155,16 +155,10 @@ fn widget_crd(url: &str, ca_bundle: &str) -> Value {
     })
 }
 
-/// The server, a client, the webhook's state, and the Widgets API of each version.
+/// The server, the webhook's state, and the Widgets API of each version.
 async fn setup(
     ca_bundle: Option<&str>,
-) -> (
-    ApiServer,
-    Client,
-    Shared,
-    Api<DynamicObject>,
-    Api<DynamicObject>,
-) {
+) -> (ApiServer, Shared, Api<DynamicObject>, Api<DynamicObject>) {
     let shared = Arc::new(Mutex::new(Webhook {
         behaviour: Behaviour::Convert,
         reviews: Vec::new(),
@@ -190,7 +184,7 @@ async fn setup(
         Api::<DynamicObject>::namespaced_with(client.clone(), "default", &resource)
     };
     let (v1, v2) = (api("v1"), api("v2"));
-    (server, client, shared, v1, v2)
+    (server, shared, v1, v2)
 }
 
 fn widget(version: &str, name: &str, spec: Value) -> DynamicObject {
@@ -203,7 +197,7 @@ fn widget(version: &str, name: &str, spec: Value) -> DynamicObject {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_are_stored_in_the_storage_version_and_shown_in_the_asked_one() {
-    let (server, _client, shared, v1, v2) = setup(None).await;
+    let (server, shared, v1, v2) = setup(None).await;
 
     // Written through v1 (the storage version): no conversion to store it.
     let a = v1
@@ -331,7 +325,7 @@ async fn objects_are_stored_in_the_storage_version_and_shown_in_the_asked_one() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_or_wrong_webhook_is_kubes_500_and_the_storage_version_still_reads() {
-    let (server, _client, shared, v1, v2) = setup(None).await;
+    let (server, shared, v1, v2) = setup(None).await;
     v1.create(
         &PostParams::default(),
         &widget("v1", "a", json!({"size": "1x2"})),
@@ -340,25 +334,21 @@ async fn a_failing_or_wrong_webhook_is_kubes_500_and_the_storage_version_still_r
     .unwrap();
 
     shared.lock().unwrap().behaviour = Behaviour::Fail;
-    let kube::Error::Api(status) = v2.get("a").await.unwrap_err() else {
-        panic!("not an API error");
-    };
+    let status = api_error(v2.get("a").await.unwrap_err());
     assert_eq!(status.code, 500);
     assert_eq!(status.reason, "");
     assert_eq!(
         status.message,
         "conversion webhook for convert.example.com/v1, Kind=Widget failed: the webhook says no"
     );
-    let kube::Error::Api(status) = v2
-        .create(
+    let status = api_error(
+        v2.create(
             &PostParams::default(),
             &widget("v2", "b", json!({"width": 1, "height": 1})),
         )
         .await
-        .unwrap_err()
-    else {
-        panic!("not an API error");
-    };
+        .unwrap_err(),
+    );
     assert_eq!(
         (status.code, status.message.as_str()),
         (
@@ -373,16 +363,12 @@ async fn a_failing_or_wrong_webhook_is_kubes_500_and_the_storage_version_still_r
     );
 
     shared.lock().unwrap().behaviour = Behaviour::Rename;
-    let kube::Error::Api(status) = v2.get("a").await.unwrap_err() else {
-        panic!("not an API error");
-    };
+    let status = api_error(v2.get("a").await.unwrap_err());
     assert_eq!(
         status.message,
         "conversion webhook for convert.example.com/v1, Kind=Widget returned invalid object: must have the same name: a != renamed"
     );
-    let kube::Error::Api(status) = v2.list(&ListParams::default()).await.unwrap_err() else {
-        panic!("not an API error");
-    };
+    let status = api_error(v2.list(&ListParams::default()).await.unwrap_err());
     assert_eq!(
         status.message,
         "conversion webhook for convert.example.com/v1, Kind=WidgetList returned invalid converted object at index 0: must have the same name: a != renamed"
@@ -400,16 +386,14 @@ async fn a_failing_or_wrong_webhook_is_kubes_500_and_the_storage_version_still_r
 async fn a_webhook_the_ca_bundle_does_not_vouch_for_is_not_called() {
     // A CA of its own, not the one that signed the webhook's certificate.
     let other = SelfSignedTls::generate(&[]).unwrap();
-    let (server, _client, shared, v1, v2) = setup(Some(&other.ca_data())).await;
+    let (server, shared, v1, v2) = setup(Some(&other.ca_data())).await;
     v1.create(
         &PostParams::default(),
         &widget("v1", "a", json!({"size": "1x2"})),
     )
     .await
     .unwrap();
-    let kube::Error::Api(status) = v2.get("a").await.unwrap_err() else {
-        panic!("not an API error");
-    };
+    let status = api_error(v2.get("a").await.unwrap_err());
     assert_eq!(status.code, 500);
     let prefix = "conversion webhook for convert.example.com/v1, Kind=Widget failed: Post \"https://127.0.0.1:";
     assert!(status.message.starts_with(prefix), "{}", status.message);

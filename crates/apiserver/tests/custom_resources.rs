@@ -106,6 +106,16 @@ async fn merge_patch(
     send(client, "PATCH", path, "application/merge-patch+json", patch).await
 }
 
+/// Creates `object` among the Widgets; the object answered, or the refusal's `Status`.
+async fn create(client: &Client, object: Value) -> Result<Value, Box<kube::core::Status>> {
+    send(client, "POST", WIDGETS, "application/json", object).await
+}
+
+/// Reads `path`; the object answered, or the refusal's `Status`.
+async fn get(client: &Client, path: &str) -> Result<Value, Box<kube::core::Status>> {
+    send(client, "GET", path, "application/json", Value::Null).await
+}
+
 /// A POST over a plain connection, for the `Warning` headers kube-client does not show.
 async fn post_with_warnings(server: &ApiServer, path: &str, body: &Value) -> (u16, Vec<String>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -215,15 +225,9 @@ async fn each_schema_rule_is_refused_with_kubes_message() {
     ];
     for (index, (spec, expected)) in cases.into_iter().enumerate() {
         let name = format!("w{index}");
-        let status = send(
-            &client,
-            "POST",
-            WIDGETS,
-            "application/json",
-            widget(&name, spec.clone()),
-        )
-        .await
-        .expect_err(&format!("{spec} is refused"));
+        let status = create(&client, widget(&name, spec.clone()))
+            .await
+            .expect_err(&format!("{spec} is refused"));
         assert_eq!(
             (status.code, status.reason.as_str()),
             (422, "Invalid"),
@@ -236,9 +240,7 @@ async fn each_schema_rule_is_refused_with_kubes_message() {
         );
     }
     // None of them was stored.
-    let list = send(&client, "GET", WIDGETS, "application/json", Value::Null)
-        .await
-        .unwrap();
+    let list = get(&client, WIDGETS).await.unwrap();
     assert_eq!(list["items"], json!([]));
 }
 
@@ -246,15 +248,9 @@ async fn each_schema_rule_is_refused_with_kubes_message() {
 async fn the_causes_name_each_field() {
     let (_server, client) = server().await;
     widgets(&client, schema()).await;
-    let status = send(
-        &client,
-        "POST",
-        WIDGETS,
-        "application/json",
-        widget("w", json!({"mode": 1})),
-    )
-    .await
-    .unwrap_err();
+    let status = create(&client, widget("w", json!({"mode": 1})))
+        .await
+        .unwrap_err();
     let details = status.details.unwrap();
     let causes: Vec<(String, String)> = details
         .causes
@@ -300,15 +296,7 @@ async fn unknown_fields_are_pruned_under_the_field_validation_policy() {
             r#"299 - "unknown field \"spec.ports[0].extra\"""#,
         ]
     );
-    let stored = send(
-        &client,
-        "GET",
-        &format!("{WIDGETS}/w"),
-        "application/json",
-        Value::Null,
-    )
-    .await
-    .unwrap();
+    let stored = get(&client, &format!("{WIDGETS}/w")).await.unwrap();
     assert!(stored.get("extra").is_none() && stored["metadata"].get("bogusMeta").is_none());
     assert_eq!(stored["spec"]["free"], json!({"anything": {"goes": 1}}));
     assert_eq!(stored["spec"]["ports"], json!([{"name": "a"}]));
@@ -340,11 +328,8 @@ async fn unknown_fields_are_pruned_under_the_field_validation_policy() {
 async fn defaults_fill_in_and_disallowed_nulls_go() {
     let (_server, client) = server().await;
     widgets(&client, schema()).await;
-    let created = send(
+    let created = create(
         &client,
-        "POST",
-        WIDGETS,
-        "application/json",
         widget(
             "w",
             json!({"name": "abc", "mode": null, "maybe": null, "size": null}),
@@ -372,15 +357,9 @@ async fn a_default_added_later_shows_on_reads_of_objects_stored_before() {
     let (_server, client) = server().await;
     let mut schema = schema();
     widgets(&client, schema.clone()).await;
-    let created = send(
-        &client,
-        "POST",
-        WIDGETS,
-        "application/json",
-        widget("old", json!({"name": "abc"})),
-    )
-    .await
-    .unwrap();
+    let created = create(&client, widget("old", json!({"name": "abc"})))
+        .await
+        .unwrap();
     assert_eq!(created["spec"]["size"], 3);
     assert!(created["spec"].get("mode").is_none());
 
@@ -394,35 +373,19 @@ async fn a_default_added_later_shows_on_reads_of_objects_stored_before() {
             "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
     }]}});
     merge_patch(&client, &crd, patch).await.unwrap();
-    let read = send(
-        &client,
-        "GET",
-        &format!("{WIDGETS}/old"),
-        "application/json",
-        Value::Null,
-    )
-    .await
-    .unwrap();
+    let read = get(&client, &format!("{WIDGETS}/old")).await.unwrap();
     assert_eq!(read["spec"]["mode"], "fast");
     assert_eq!(
         read["metadata"]["resourceVersion"],
         created["metadata"]["resourceVersion"]
     );
-    let list = send(&client, "GET", WIDGETS, "application/json", Value::Null)
-        .await
-        .unwrap();
+    let list = get(&client, WIDGETS).await.unwrap();
     assert_eq!(list["items"][0]["spec"]["mode"], "fast");
 
     // An object written since is defaulted when written.
-    let new = send(
-        &client,
-        "POST",
-        WIDGETS,
-        "application/json",
-        widget("new", json!({"name": "def"})),
-    )
-    .await
-    .unwrap();
+    let new = create(&client, widget("new", json!({"name": "def"})))
+        .await
+        .unwrap();
     assert_eq!(new["spec"]["mode"], "fast");
 }
 
@@ -430,11 +393,8 @@ async fn a_default_added_later_shows_on_reads_of_objects_stored_before() {
 async fn patches_and_status_writes_are_checked_too() {
     let (_server, client) = server().await;
     widgets(&client, schema()).await;
-    let created = send(
+    let created = create(
         &client,
-        "POST",
-        WIDGETS,
-        "application/json",
         widget("w", json!({"name": "abc", "replicas": 1}))
             .as_object()
             .cloned()
@@ -516,11 +476,8 @@ async fn an_unchanged_invalid_value_does_not_block_an_update() {
     let mut loose = schema();
     loose["properties"]["spec"]["properties"]["name"] = json!({"type": "string"});
     widgets(&client, loose).await;
-    send(
+    create(
         &client,
-        "POST",
-        WIDGETS,
-        "application/json",
         widget("w", json!({"name": "TOO-LONG-AND-UPPER", "replicas": 1})),
     )
     .await
@@ -585,15 +542,7 @@ async fn dry_run_is_validated_and_stores_nothing() {
     .await
     .unwrap();
     assert_eq!(accepted["spec"]["size"], 3);
-    let missing = send(
-        &client,
-        "GET",
-        &format!("{WIDGETS}/w"),
-        "application/json",
-        Value::Null,
-    )
-    .await
-    .unwrap_err();
+    let missing = get(&client, &format!("{WIDGETS}/w")).await.unwrap_err();
     assert_eq!(missing.code, 404);
 }
 
@@ -666,7 +615,7 @@ async fn a_crd_is_answered_established_and_a_bad_one_is_refused() {
         let mut bad = good.clone();
         bad["metadata"]["name"] = json!("gizmos.example.com");
         bad["spec"]["names"] = json!({"plural": "gizmos", "kind": "Gizmo"});
-        merge(&mut bad, &change);
+        ctrlkit_apiserver::patch::merge_patch(&mut bad, &change);
         let name = bad["metadata"]["name"].as_str().unwrap().to_string();
         let refused = send(&client, "POST", CRDS, "application/json", bad)
             .await
@@ -680,28 +629,10 @@ async fn a_crd_is_answered_established_and_a_bad_one_is_refused() {
         );
     }
     // None of the refused ones is served.
-    let missing = send(
-        &client,
-        "GET",
-        "/apis/example.com/v1/gizmos",
-        "application/json",
-        Value::Null,
-    )
-    .await
-    .unwrap_err();
+    let missing = get(&client, "/apis/example.com/v1/gizmos")
+        .await
+        .unwrap_err();
     assert_eq!(missing.code, 404);
-}
-
-/// A JSON merge patch of `change` into `target`.
-fn merge(target: &mut Value, change: &Value) {
-    match (target, change) {
-        (Value::Object(target), Value::Object(change)) => {
-            for (key, value) in change {
-                merge(target.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-        (target, change) => *target = change.clone(),
-    }
 }
 
 fn ruled_schema() -> Value {
@@ -752,15 +683,9 @@ async fn cel_rules_hold_on_create_and_update() {
         ),
     ];
     for (spec, expected) in cases {
-        let refused = send(
-            &client,
-            "POST",
-            WIDGETS,
-            "application/json",
-            widget("w", spec.clone()),
-        )
-        .await
-        .expect_err(expected);
+        let refused = create(&client, widget("w", spec.clone()))
+            .await
+            .expect_err(expected);
         assert_eq!(refused.code, 422, "{spec}");
         assert_eq!(
             refused.message,
@@ -769,15 +694,9 @@ async fn cel_rules_hold_on_create_and_update() {
         );
     }
 
-    send(
-        &client,
-        "POST",
-        WIDGETS,
-        "application/json",
-        widget("w", json!({"min": 1, "max": 5})),
-    )
-    .await
-    .unwrap();
+    create(&client, widget("w", json!({"min": 1, "max": 5})))
+        .await
+        .unwrap();
     // The transition rule compares with the stored object.
     let shrunk = merge_patch(
         &client,
@@ -873,20 +792,10 @@ async fn an_object_reads_the_same_through_every_served_version() {
     );
 
     // The same object through v1: its apiVersion, and no field lost or changed.
-    let got = send(
-        &client,
-        "GET",
-        &format!("{WIDGETS}/w"),
-        "application/json",
-        Value::Null,
-    )
-    .await
-    .unwrap();
+    let got = get(&client, &format!("{WIDGETS}/w")).await.unwrap();
     assert_eq!(got["apiVersion"], "example.com/v1");
     assert_eq!(got["spec"], created["spec"]);
-    let listed = send(&client, "GET", WIDGETS, "application/json", Value::Null)
-        .await
-        .unwrap();
+    let listed = get(&client, WIDGETS).await.unwrap();
     assert_eq!(listed["items"][0]["apiVersion"], "example.com/v1");
     // A watch through v1 sees it in v1 too.
     {
@@ -912,15 +821,7 @@ async fn an_object_reads_the_same_through_every_served_version() {
         }
     }
     // Through v1beta1 again, as written.
-    let again = send(
-        &client,
-        "GET",
-        &format!("{beta}/w"),
-        "application/json",
-        Value::Null,
-    )
-    .await
-    .unwrap();
+    let again = get(&client, &format!("{beta}/w")).await.unwrap();
     assert_eq!(again["apiVersion"], "example.com/v1beta1");
 }
 
@@ -989,15 +890,9 @@ async fn a_rule_over_its_cost_limit_or_the_objects_budget_is_kubes_error() {
     widgets_with(&client, schema, false).await;
 
     let numbers: Vec<i64> = (0..1000).collect();
-    let refused = send(
-        &client,
-        "POST",
-        WIDGETS,
-        "application/json",
-        widget("many", json!({"numbers": numbers})),
-    )
-    .await
-    .unwrap_err();
+    let refused = create(&client, widget("many", json!({"numbers": numbers})))
+        .await
+        .unwrap_err();
     assert_eq!(refused.code, 422);
     assert_eq!(
         refused.message,
@@ -1008,15 +903,9 @@ async fn a_rule_over_its_cost_limit_or_the_objects_budget_is_kubes_error() {
 
     let values: Vec<i64> = (0..200).collect();
     let groups: Vec<Value> = (0..40).map(|_| json!({"values": values})).collect();
-    let refused = send(
-        &client,
-        "POST",
-        WIDGETS,
-        "application/json",
-        widget("wide", json!({"groups": groups})),
-    )
-    .await
-    .unwrap_err();
+    let refused = create(&client, widget("wide", json!({"groups": groups})))
+        .await
+        .unwrap_err();
     assert_eq!(refused.code, 422);
     let causes = refused.details.unwrap().causes;
     assert_eq!(causes.len(), 1, "{causes:?}");
@@ -1027,11 +916,8 @@ async fn a_rule_over_its_cost_limit_or_the_objects_budget_is_kubes_error() {
     );
 
     // Within the limits, the same rules run and hold.
-    send(
+    create(
         &client,
-        "POST",
-        WIDGETS,
-        "application/json",
         widget(
             "few",
             json!({"numbers": [1, 2, 3], "groups": [{"values": [1, 2]}]}),

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+mod support;
+
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -15,6 +17,7 @@ use kube::api::{
 };
 use kube::{Client, Config};
 use serde_json::json;
+use support::api_error;
 
 async fn server() -> (ApiServer, Client) {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
@@ -37,13 +40,6 @@ fn configmap(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
         },
         data: Some(BTreeMap::from([("key".to_string(), "value".to_string())])),
         ..ConfigMap::default()
-    }
-}
-
-fn api_error(error: kube::Error) -> Box<kube::core::Status> {
-    match error {
-        kube::Error::Api(status) => status,
-        other => panic!("expected an API error, got {other:?}"),
     }
 }
 

@@ -458,71 +458,48 @@ async fn generators_dry_run_and_printing(version: &str) {
     assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
 
     // --dry-run=server: kubectl reports the write, the store does not change.
-    let version_before = |name: &str, plural: &str| {
-        store.get(kind(plural), ns, name).unwrap()["metadata"]["resourceVersion"].clone()
-    };
-    let settings_version = version_before("settings", "configmaps");
-    let output = kubectl
-        .run(&[
-            "create",
-            "configmap",
-            "draft",
-            "-n",
-            ns,
-            "--from-literal=a=b",
-            "--dry-run=server",
-        ])
-        .await;
-    assert!(
-        output.contains("configmap/draft created (server dry run)"),
-        "{output}"
-    );
-    assert!(store.get(kind("configmaps"), ns, "draft").is_err());
+    let settings_version =
+        store.get(kind("configmaps"), ns, "settings").unwrap()["metadata"]["resourceVersion"]
+            .clone();
     let changed = write(
         &dir,
         "settings.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: gen\ndata:\n  mode: slow\n",
     );
     let changed = changed.to_str().unwrap();
-    let output = kubectl
-        .run(&["apply", "-f", changed, "--dry-run=server"])
-        .await;
-    assert!(
-        output.contains("configmap/settings configured (server dry run)"),
-        "{output}"
-    );
-    let output = kubectl
-        .run(&[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            changed,
-            "--dry-run=server",
-        ])
-        .await;
-    assert!(
-        output.contains("serverside-applied (server dry run)"),
-        "{output}"
-    );
-    let output = kubectl
-        .run(&["delete", "namespace", ns, "--dry-run=server"])
-        .await;
-    assert!(
-        output.contains("namespace \"gen\" deleted (server dry run)"),
-        "{output}"
-    );
-    let output = kubectl
-        .run(&[
-            "delete",
-            "configmap",
-            "settings",
-            "-n",
-            ns,
-            "--dry-run=server",
-        ])
-        .await;
-    assert!(output.contains("deleted (server dry run)"), "{output}");
+    for (args, said) in [
+        (
+            &[
+                "create",
+                "configmap",
+                "draft",
+                "-n",
+                ns,
+                "--from-literal=a=b",
+            ][..],
+            "configmap/draft created (server dry run)",
+        ),
+        (
+            &["apply", "-f", changed],
+            "configmap/settings configured (server dry run)",
+        ),
+        (
+            &["apply", "--server-side", "--force-conflicts", "-f", changed],
+            "serverside-applied (server dry run)",
+        ),
+        (
+            &["delete", "namespace", ns],
+            "namespace \"gen\" deleted (server dry run)",
+        ),
+        (
+            &["delete", "configmap", "settings", "-n", ns],
+            "deleted (server dry run)",
+        ),
+    ] {
+        let output = kubectl.run(&[args, &["--dry-run=server"]].concat()).await;
+        assert!(output.contains(said), "{args:?}: {output}");
+    }
+    assert!(store.get(kind("configmaps"), ns, "draft").is_err());
     let settings = store.get(kind("configmaps"), ns, "settings").unwrap();
     assert_eq!(settings["data"]["mode"], "fast");
     assert_eq!(settings["metadata"]["resourceVersion"], settings_version);

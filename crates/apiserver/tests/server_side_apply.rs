@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -14,19 +16,13 @@ use kube::api::{
 };
 use kube::{Client, Config};
 use serde_json::{Value, json};
+use support::api_error;
 
 async fn server() -> (ApiServer, Client) {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     let config = Config::new(server.url().parse().unwrap());
     let client = Client::try_from(config).unwrap();
     (server, client)
-}
-
-fn api_error(error: kube::Error) -> Box<kube::core::Status> {
-    match error {
-        kube::Error::Api(status) => status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
 }
 
 /// Each managedFields entry as (manager, operation, subresource).

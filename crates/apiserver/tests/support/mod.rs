@@ -1,7 +1,18 @@
-//! What the custom resource tests share: a request sent through kube-client with its answer
-//! or its refusal.
+//! What the server's kube-client tests share: a request sent with its answer or its refusal,
+//! and the `Status` of a refusal.
+
+// Each test binary uses the part it needs.
+#![allow(dead_code)]
 
 use serde_json::Value;
+
+/// The `Status` of an API error (a failure of any other kind fails the test).
+pub fn api_error(error: kube::Error) -> Box<kube::core::Status> {
+    match error {
+        kube::Error::Api(status) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
 
 /// Sends a request; the object answered, or the refusal's `Status`.
 pub async fn send(

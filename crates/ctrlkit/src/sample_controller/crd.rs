@@ -199,8 +199,11 @@ mod tests {
             }})
         );
         assert_eq!(version["additionalPrinterColumns"][0]["name"], "Deployment");
-        assert_eq!(schema_default(&crd), json!(1));
         let schema = &version["schema"]["openAPIV3Schema"]["properties"];
+        assert_eq!(
+            schema["spec"]["properties"]["replicas"]["default"],
+            json!(1)
+        );
         assert_eq!(
             schema["spec"]["properties"]["deploymentName"]["type"],
             "string"
@@ -211,11 +214,5 @@ mod tests {
             "integer"
         );
         assert!(!is_established(&foo_crd()));
-    }
-
-    fn schema_default(crd: &serde_json::Value) -> serde_json::Value {
-        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-            ["replicas"]["default"]
-            .clone()
     }
 }
