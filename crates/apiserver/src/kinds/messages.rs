@@ -1,5 +1,5 @@
 //! The messages of Kubernetes' built-in types, read from `messages.txt` (derived from the kube-rs
-//! project's `k8s-pb` bindings and k8s-openapi's schemas by `tests/message_table.rs`): per
+//! project's `k8s-pb` bindings and k8s-openapi's schemas by `tests/it/message_table.rs`): per
 //! message, each field's protobuf number, JSON name and type, and how it merges (its list type
 //! and keys, atomic maps and structs, its strategic merge patch strategy, its default), from the
 //! markers of Kubernetes' Go types; under Kubernetes' definition names

@@ -1,9 +1,0 @@
-//! client-go's `tools/cache` tests, scenario by scenario: `delta_fifo_test.go`, `index_test.go`,
-//! `thread_safe_store_test.go` and `reflector_test.go`.
-
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod delta_fifo;
-mod index;
-mod reflector;
-mod thread_safe_store;
