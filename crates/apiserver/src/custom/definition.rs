@@ -11,10 +11,10 @@
 use serde_json::Value;
 
 use super::field_error::{FieldError, FieldErrorKind, go_quoted};
-use crate::storage::meta::{DNS1123_SUBDOMAIN_MESSAGE, is_dns1035_label, is_dns1123_subdomain};
+use crate::storage::meta::{
+    DNS1035_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, is_dns1035_label, is_dns1123_subdomain,
+};
 use crate::structural::{Node, environment, go_regex};
-
-const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
 /// The problems of `name` as a DNS-1035 label (apimachinery's `IsDNS1035Label`), joined.
 fn dns1035_problems(name: &str) -> Option<String> {

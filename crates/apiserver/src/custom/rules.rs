@@ -9,6 +9,8 @@
 use std::fmt::Write as _;
 
 use cel::{Context, Program, Value as CelValue};
+
+use super::property_names::escape;
 use serde_json::Value;
 
 use super::NIL_PATH;
@@ -303,13 +305,20 @@ fn cel_value(value: &Value, node: Option<&Node>) -> CelValue {
             ))
         }
         Value::Object(fields) => {
+            // An object's declared properties are selected by their escaped names; a map's
+            // keys (`additionalProperties`) are used as they are.
+            let has_properties = node.is_some_and(|node| !node.properties.is_empty());
             let map: std::collections::HashMap<String, CelValue> = fields
                 .iter()
                 .map(|(name, field)| {
                     let child = node
                         .and_then(|node| node.field(name))
                         .map(|(child, _)| &**child);
-                    (name.clone(), cel_value(field, child))
+                    let key = match escape(name) {
+                        Some(escaped) if has_properties => escaped.into_owned(),
+                        _ => name.clone(),
+                    };
+                    (key, cel_value(field, child))
                 })
                 .collect();
             CelValue::from(map)
@@ -383,5 +392,35 @@ mod tests {
             ["spec: Invalid value: max may only shrink, not grow to 3"]
         );
         assert!(messages(&old, Some(&old)).is_empty());
+    }
+
+    #[test]
+    fn properties_are_selected_by_escaped_names_and_map_keys_as_they_are() {
+        let schema = Node::compile(&json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "x-kubernetes-validations": [
+                    {"rule": "self.__namespace__ == 'prod'"},
+                    {"rule": "self.max__dash__size > 0"},
+                    {"rule": "self.labels['app-name'] == 'web'"},
+                    {"rule": "quantity(self.memory).isLessThan(quantity('1Gi'))"},
+                ],
+                "properties": {
+                    "namespace": {"type": "string"},
+                    "max-size": {"type": "integer"},
+                    "memory": {"type": "string"},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            }},
+        }));
+        let valid = json!({"spec": {
+            "namespace": "prod", "max-size": 1, "memory": "512Mi", "labels": {"app-name": "web"},
+        }});
+        assert!(validate(&schema, &valid, None).is_empty());
+        let invalid = json!({"spec": {
+            "namespace": "dev", "max-size": 0, "memory": "2Gi", "labels": {"app-name": "db"},
+        }});
+        assert_eq!(validate(&schema, &invalid, None).len(), 4);
     }
 }

@@ -56,7 +56,8 @@ pub(crate) fn same_spec(a: &Value, b: &Value, without_status: bool) -> bool {
 }
 
 pub(crate) const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const DNS1123_LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+pub(crate) const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+pub(crate) const DNS1123_LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 /// The causes that make `name` invalid for a resource (RFC 1123 subdomain, or label when
 /// `label_only`, as namespaces need); empty when it is valid.
@@ -116,7 +117,7 @@ pub(crate) fn is_dns1035_label(name: &str) -> bool {
 
 /// Whether `part` matches RFC 1123's label pattern (the length is checked apart, as
 /// apimachinery reports it as its own error).
-fn is_dns1123_label(part: &str) -> bool {
+pub(crate) fn is_dns1123_label(part: &str) -> bool {
     let bytes = part.as_bytes();
     let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     bytes.first().is_some_and(alnum)

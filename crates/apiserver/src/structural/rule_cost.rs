@@ -182,7 +182,12 @@ fn size_charge(call: &CallExpr, context: &Context<'_, '_>) -> u64 {
         operators::EQUALS | operators::NOT_EQUALS | operators::ADD => operands.map(sized).sum(),
         "contains" | "startsWith" | "endsWith" | "matches" | "indexOf" | "lastIndexOf"
         | "lowerAscii" | "upperAscii" | "replace" | "split" | "substring" | "trim" | "join"
-        | "charAt" | "reverse" => operands.map(sized).sum(),
+        | "charAt" | "reverse" | "find" | "findAll" | "isSorted" | "sum" | "min" | "max"
+        | "url" | "isURL" | "validate" => operands.map(sized).sum(),
+        // Each item of one list is looked for in the other.
+        "sets.contains" | "sets.equivalent" | "sets.intersects" => {
+            operands.map(sized).fold(1, u64::saturating_mul)
+        }
         _ => 0,
     }
 }

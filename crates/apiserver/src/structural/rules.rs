@@ -9,15 +9,19 @@ use cel::{Env, Program};
 use super::rule_cost::Cost;
 use serde_json::Value;
 
-/// The CEL environment rules compile and run in: the standard library with the string
-/// extension kube-apiserver offers too. (Not the list extension: its `lists.range` builds a
-/// list of any size in one call, which the cost count, one per call, would not see.)
+/// The CEL environment rules compile and run in: the standard library with optional types,
+/// the string extension and kube-apiserver's own library ([`super::library`]), as a cluster
+/// offers them. (Not cel-go's list extension: its `lists.range` builds a list of any size in
+/// one call, which the cost count, one per call, would not see.)
 pub fn environment() -> &'static Arc<Env> {
     static ENVIRONMENT: OnceLock<Arc<Env>> = OnceLock::new();
     ENVIRONMENT.get_or_init(|| {
-        let mut env = Env::stdlib();
-        // Registering the crate's own extensions on its standard library cannot clash.
+        let mut env = Env::stdlib().with_optional_support(true);
+        // Each function is declared once, under a name and signature of its own: registering
+        // them on the standard library cannot clash (a test registers them on a fresh one and
+        // unwraps).
         let _ = env.add_extension(cel::extensions::strings);
+        let _ = super::library::register(&mut env);
         Arc::new(env)
     })
 }

@@ -1,0 +1,264 @@
+//! kube's named string formats: `format.dns1123Label()` and its siblings, `format.named(name)`,
+//! and `<format>.validate(text)`, which is `optional.none()` for valid text and otherwise the
+//! list of apimachinery's messages for it.
+
+use std::sync::Arc;
+
+use cel::common::types::{STRING_TYPE, Type};
+use cel::objects::Opaque;
+use cel::{DeclarationError, Env, Value};
+
+use super::{Outcome, opaque_arg, optional, overload, string_arg};
+use crate::custom::formats::is_valid;
+use crate::storage::meta::{
+    DNS1035_LABEL_MESSAGE, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, is_dns1035_label,
+    is_dns1123_label, is_dns1123_subdomain,
+};
+
+const TYPE_NAME: &str = "kubernetes.NamedFormat";
+
+/// The formats kube names, in `format.named`'s spelling.
+const NAMES: [&str; 13] = [
+    "dns1123Label",
+    "dns1123Subdomain",
+    "dns1035Label",
+    "qualifiedName",
+    "dns1123LabelPrefix",
+    "dns1123SubdomainPrefix",
+    "dns1035LabelPrefix",
+    "labelValue",
+    "uri",
+    "uuid",
+    "byte",
+    "date",
+    "datetime",
+];
+
+/// One of [`NAMES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Format(&'static str);
+
+impl Opaque for Format {
+    fn runtime_type_name(&self) -> &str {
+        TYPE_NAME
+    }
+}
+
+const QUALIFIED_NAME_MESSAGE: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+fn too_long(limit: usize) -> String {
+    format!("must be no more than {limit} characters")
+}
+
+/// Alphanumerics first and last, and alphanumerics, `-`, `_` and `.` between.
+fn is_qualified_part(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// apimachinery's checks of a name (`NameIsDNS…`): its length, then its pattern; a prefix
+/// may end in `-` (a name is generated from it).
+fn name_problems(
+    text: &str,
+    limit: usize,
+    valid: fn(&str) -> bool,
+    message: &str,
+    prefix: bool,
+) -> Vec<String> {
+    let text = match text.strip_suffix('-') {
+        Some(stem) if prefix => format!("{stem}a"),
+        _ => text.to_string(),
+    };
+    let mut problems = Vec::new();
+    if text.len() > limit {
+        problems.push(too_long(limit));
+    }
+    if !valid(&text) {
+        problems.push(message.to_string());
+    }
+    problems
+}
+
+/// apimachinery's `IsQualifiedName`.
+fn qualified_name_problems(text: &str) -> Vec<String> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let (prefix, name) = match parts.as_slice() {
+        [name] => (None, *name),
+        [prefix, name] => (Some(*prefix), *name),
+        _ => {
+            return vec![
+                "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".to_string(),
+            ];
+        }
+    };
+    let mut problems = Vec::new();
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            problems.push("prefix part must be non-empty".to_string());
+        } else {
+            problems.extend(
+                name_problems(
+                    prefix,
+                    253,
+                    is_dns1123_subdomain,
+                    DNS1123_SUBDOMAIN_MESSAGE,
+                    false,
+                )
+                .into_iter()
+                .map(|problem| format!("prefix part {problem}")),
+            );
+        }
+    }
+    if name.is_empty() {
+        problems.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        problems.push(format!("name part {}", too_long(63)));
+    }
+    if !is_qualified_part(name) {
+        problems.push(QUALIFIED_NAME_MESSAGE.to_string());
+    }
+    problems
+}
+
+/// What is wrong with `text` as `format`; empty when nothing is.
+fn problems(format: &str, text: &str) -> Vec<String> {
+    let dns1123_label = |text: &str| is_dns1123_label(text);
+    let dns1035_label = |text: &str| !text.is_empty() && is_dns1035_label(text);
+    let other = |message: &str| {
+        if is_valid(format, text) == Some(true) {
+            Vec::new()
+        } else {
+            vec![message.to_string()]
+        }
+    };
+    match format {
+        "dns1123Label" | "dns1123LabelPrefix" => name_problems(
+            text,
+            63,
+            dns1123_label,
+            DNS1123_LABEL_MESSAGE,
+            format.ends_with("Prefix"),
+        ),
+        "dns1123Subdomain" | "dns1123SubdomainPrefix" => name_problems(
+            text,
+            253,
+            is_dns1123_subdomain,
+            DNS1123_SUBDOMAIN_MESSAGE,
+            format.ends_with("Prefix"),
+        ),
+        "dns1035Label" | "dns1035LabelPrefix" => name_problems(
+            text,
+            63,
+            dns1035_label,
+            DNS1035_LABEL_MESSAGE,
+            format.ends_with("Prefix"),
+        ),
+        "qualifiedName" => qualified_name_problems(text),
+        "labelValue" => {
+            let mut problems = Vec::new();
+            if text.len() > 63 {
+                problems.push(too_long(63));
+            }
+            if !text.is_empty() && !is_qualified_part(text) {
+                problems.push(LABEL_VALUE_MESSAGE.to_string());
+            }
+            problems
+        }
+        "uri" => other(&format!("parse {text:?}: invalid URI for request")),
+        "uuid" => other("does not match the UUID format"),
+        "byte" => other("invalid base64"),
+        "date" => other("invalid date"),
+        _ => other("invalid datetime"),
+    }
+}
+
+fn format_value(name: &'static str) -> Value {
+    Value::Opaque(Arc::new(Format(name)))
+}
+
+pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
+    overload!(named, "format.named", |name, args| {
+        let wanted = string_arg(name, args, 0)?;
+        Ok(optional(
+            NAMES
+                .iter()
+                .find(|known| **known == wanted)
+                .map(|known| format_value(known)),
+        ))
+    });
+    overload!(validate, "validate", |name, args| -> Outcome {
+        let format = opaque_arg::<Format>(name, args, 0)?;
+        let problems = problems(format.0, string_arg(name, args, 1)?);
+        Ok(optional((!problems.is_empty()).then(|| {
+            Value::List(Arc::new(
+                problems
+                    .into_iter()
+                    .map(|p| Value::String(Arc::new(p)))
+                    .collect(),
+            ))
+        })))
+    });
+    env.add_overload("format.named", "format-named", vec![STRING_TYPE], named)?;
+    env.add_member_overload(
+        "validate",
+        "format-validate",
+        Type::new_opaque_type(TYPE_NAME),
+        vec![STRING_TYPE],
+        validate,
+    )?;
+    // `format.<name>()`: one function per format, each returning it.
+    macro_rules! constant {
+        ($($wrapper:ident = $name:literal),* $(,)?) => {$(
+            overload!($wrapper, $name, |_, _| Ok(format_value(&$name[7..])));
+            env.add_overload($name, $name, vec![], $wrapper)?;
+        )*};
+    }
+    constant!(
+        dns1123_label = "format.dns1123Label",
+        dns1123_subdomain = "format.dns1123Subdomain",
+        dns1035_label = "format.dns1035Label",
+        qualified_name = "format.qualifiedName",
+        dns1123_label_prefix = "format.dns1123LabelPrefix",
+        dns1123_subdomain_prefix = "format.dns1123SubdomainPrefix",
+        dns1035_label_prefix = "format.dns1035LabelPrefix",
+        label_value = "format.labelValue",
+        uri = "format.uri",
+        uuid = "format.uuid",
+        byte = "format.byte",
+        date = "format.date",
+        datetime = "format.datetime",
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{assert_true, eval};
+
+    #[test]
+    fn named_formats_validate_as_kube_does() {
+        assert_true(&[
+            "!format.dns1123Label().validate('my-name').hasValue()",
+            "format.dns1123Label().validate('My_Name').hasValue()",
+            "format.named('dns1123Label').hasValue()",
+            "!format.named('nope').hasValue()",
+            "!format.dns1123LabelPrefix().validate('gen-').hasValue()",
+            "format.dns1123Label().validate('gen-').hasValue()",
+            "!format.qualifiedName().validate('example.com/MyName').hasValue()",
+            "format.qualifiedName().validate('a/b/c').hasValue()",
+            "!format.labelValue().validate('').hasValue()",
+            "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+            "format.byte().validate('@@').value() == ['invalid base64']",
+            "!format.named('uri').value().validate('https://example.com/a').hasValue()",
+        ]);
+        assert_eq!(
+            eval("format.dns1035Label().validate('1abc').value()[0]").map(|v| format!("{v:?}")),
+            Ok(format!("String({:?})", super::DNS1035_LABEL_MESSAGE)),
+        );
+    }
+}
