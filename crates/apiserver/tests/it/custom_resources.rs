@@ -924,3 +924,165 @@ async fn a_rule_over_its_cost_limit_or_the_objects_budget_is_kubes_error() {
     .await
     .unwrap();
 }
+
+/// The NamesAccepted and Established conditions of a CRD, as `(type, status, reason, message)`.
+fn conditions(crd: &Value) -> Vec<(String, String, String, String)> {
+    crd["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|condition| {
+            let text = |field: &str| condition[field].as_str().unwrap_or_default().to_string();
+            (
+                text("type"),
+                text("status"),
+                text("reason"),
+                text("message"),
+            )
+        })
+        .collect()
+}
+
+fn condition(
+    kind: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) -> (String, String, String, String) {
+    (kind.into(), status.into(), reason.into(), message.into())
+}
+
+#[tokio::test]
+async fn a_crd_whose_names_another_holds_is_not_served_until_they_are_free() {
+    let (_server, client) = server().await;
+    let mut widget_crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]));
+    widget_crd["spec"]["names"]["shortNames"] = json!(["wd"]);
+    let first = send(
+        &client,
+        "POST",
+        CRDS,
+        "application/json",
+        widget_crd.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        first["status"]["acceptedNames"]["shortNames"],
+        json!(["wd"])
+    );
+
+    // A second CRD of the group asks for the kind (so the list kind) and a short name the
+    // first holds; the last conflict found, in kube's order, is the one reported.
+    let mut gadget_crd = widget_crd.clone();
+    gadget_crd["metadata"]["name"] = json!("gadgets.example.com");
+    gadget_crd["spec"]["names"] = json!({"plural": "gadgets", "singular": "gadget", "kind": "Widget", "shortNames": ["wd", "gd"]});
+    let second = send(&client, "POST", CRDS, "application/json", gadget_crd)
+        .await
+        .unwrap();
+    assert_eq!(
+        conditions(&second),
+        [
+            condition(
+                "NamesAccepted",
+                "False",
+                "ListKindConflict",
+                "\"WidgetList\" is already in use"
+            ),
+            condition(
+                "Established",
+                "False",
+                "NotAccepted",
+                "not all names are accepted"
+            ),
+        ]
+    );
+    // What is free is accepted; the kind and the short names are not.
+    assert_eq!(
+        second["status"]["acceptedNames"],
+        json!({"plural": "gadgets", "singular": "gadget"})
+    );
+    let gadgets = "/apis/example.com/v1/namespaces/default/gadgets";
+    assert_eq!(get(&client, gadgets).await.unwrap_err().code, 404);
+
+    // Once the first is gone, the second gets its names and is served.
+    send(
+        &client,
+        "DELETE",
+        &format!("{CRDS}/widgets.example.com"),
+        "application/json",
+        Value::Null,
+    )
+    .await
+    .unwrap();
+    let second = get(&client, &format!("{CRDS}/gadgets.example.com"))
+        .await
+        .unwrap();
+    assert_eq!(
+        conditions(&second),
+        [
+            condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
+            condition(
+                "Established",
+                "True",
+                "InitialNamesAccepted",
+                "the initial names have been accepted"
+            ),
+        ]
+    );
+    assert_eq!(
+        second["status"]["acceptedNames"]["shortNames"],
+        json!(["wd", "gd"])
+    );
+    assert_eq!(get(&client, gadgets).await.unwrap()["kind"], "WidgetList");
+}
+
+#[tokio::test]
+async fn rules_use_kube_libraries_and_escaped_property_names() {
+    let (_server, client) = server().await;
+    let schema = json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "quantity(self.memory).isLessThan(quantity('1Gi'))", "message": "memory must be under 1Gi"},
+            {"rule": "cidr('10.0.0.0/8').containsIP(self.address)", "message": "address must be in 10.0.0.0/8"},
+            {"rule": "self.__namespace__.matches('^[a-z]+$') && !format.dns1123Label().validate(self.__namespace__).hasValue()"},
+            {"rule": "self.ports.isSorted() && self.ports.max() < 65536", "message": "ports must be sorted and valid"},
+            {"rule": "isURL(self.endpoint) && url(self.endpoint).getScheme() == 'https'", "message": "endpoint must be https"},
+            {"rule": "self.owner__dash__team.find('[0-9]+') != ''", "message": "owner-team must have a number"},
+        ],
+        "properties": {
+            "memory": {"type": "string"},
+            "address": {"type": "string"},
+            "namespace": {"type": "string"},
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "endpoint": {"type": "string"},
+            "owner-team": {"type": "string"},
+        },
+    }}});
+    widgets(&client, schema).await;
+    let spec = json!({"memory": "512Mi", "address": "10.1.2.3", "namespace": "prod",
+                      "ports": [80, 443], "endpoint": "https://example.com/hook", "owner-team": "team-7"});
+    create(&client, widget("good", spec)).await.unwrap();
+
+    let spec = json!({"memory": "2Gi", "address": "192.168.0.1", "namespace": "prod",
+                      "ports": [443, 80], "endpoint": "http://example.com", "owner-team": "team"});
+    let refused = create(&client, widget("bad", spec)).await.unwrap_err();
+    assert_eq!(refused.code, 422);
+    let messages: Vec<String> = refused
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|cause| cause.message)
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "Invalid value: memory must be under 1Gi",
+            "Invalid value: address must be in 10.0.0.0/8",
+            "Invalid value: ports must be sorted and valid",
+            "Invalid value: endpoint must be https",
+            "Invalid value: owner-team must have a number",
+        ]
+    );
+}

@@ -1,7 +1,7 @@
 //! What the server's kube-client tests share: a request sent with its answer or its refusal,
 //! and the `Status` of a refusal.
 
-// Each test binary uses the part it needs.
+// Not every module uses every part.
 #![allow(dead_code)]
 
 use serde_json::Value;
