@@ -283,17 +283,18 @@ impl Naming {
     }
 }
 
+/// Every CRD in the store.
+fn stored_crds(app: &App) -> Vec<Arc<StoredObject>> {
+    app.registry
+        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .map(|crds| app.store.list(&crds, None).0)
+        .unwrap_or_default()
+}
+
 /// Serves every CRD already in the store (a durable store reopened): what a restarted
 /// kube-apiserver's apiextensions controllers do.
 pub(crate) fn serve_stored(app: &App) {
-    let Some(crds) = app
-        .registry
-        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-    else {
-        return;
-    };
-    let (stored, _) = app.store.list(&crds, None);
-    for crd in stored {
+    for crd in stored_crds(app) {
         if crd["metadata"].get("deletionTimestamp").is_none() {
             serve(app, &crd);
         }
@@ -309,14 +310,7 @@ pub(super) fn stop_serving(app: &App, crd: &Value) {
     if let Some(plural) = crd["status"]["acceptedNames"]["plural"].as_str() {
         app.registry.remove(group, plural);
     }
-    let Some(crds) = app
-        .registry
-        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-    else {
-        return;
-    };
-    let (stored, _) = app.store.list(&crds, None);
-    for waiting in stored.iter().filter(|other| {
+    for waiting in stored_crds(app).iter().filter(|other| {
         other["spec"]["group"] == group
             && condition(other, "NamesAccepted")
                 .is_some_and(|accepted| accepted["status"] != "True")
