@@ -173,6 +173,24 @@ impl WriteOptions {
     }
 }
 
+/// An integer query parameter (`limit`, `timeoutSeconds`, `gracePeriodSeconds`) as
+/// kube-apiserver's parameter codec reads it, with Go's `strconv.ParseInt` and its words when
+/// it cannot (a 400); `None` when the query does not have it.
+pub fn int_param(query: &Query, name: &str) -> Result<Option<i64>, ApiError> {
+    let Some(text) = query.get(name) else {
+        return Ok(None);
+    };
+    text.parse::<i64>().map(Some).map_err(|error| {
+        let why = match error.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "value out of range"
+            }
+            _ => "invalid syntax",
+        };
+        ApiError::bad_request(format!("strconv.ParseInt: parsing {text:?}: {why}"))
+    })
+}
+
 /// A boolean query parameter as Go's `strconv.ParseBool` reads it.
 fn parse_bool(value: &str) -> Result<bool, ApiError> {
     match value {

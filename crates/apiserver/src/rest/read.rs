@@ -18,11 +18,15 @@ use super::{App, Query, is_true};
 use crate::custom::conversion;
 use crate::request::encode::Encoding;
 use crate::request::negotiate::{IncludeObject, Negotiated};
+use crate::request::options::int_param;
 use crate::resource::ResourceKind;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::storage::{
-    EventType, StoreError, StoredObject, Watch, WatchEvent, WatchStart, watch_line,
+    Cause, EventType, StoreError, StoredObject, Watch, WatchEvent, WatchStart, watch_line,
 };
+
+/// The longest watch `timeoutSeconds` is taken to ask for (ten years).
+const MAX_WATCH_SECONDS: u64 = 10 * 365 * 24 * 60 * 60;
 
 pub(super) async fn get(
     app: &App,
@@ -104,33 +108,47 @@ pub(super) async fn list(
             "Forbidden: sendInitialEvents is forbidden for list",
         ));
     }
+    // kube-apiserver's `ValidateListOptions`: every problem, one cause each.
     if let Some(version_match) = version_match.filter(|m| !m.is_empty()) {
+        let mut causes = Vec::new();
+        let forbidden = |message: &str| Cause {
+            reason: "FieldValueForbidden",
+            field: "resourceVersionMatch".to_string(),
+            message: format!("Forbidden: {message}"),
+        };
         if version.is_empty() {
-            return Err(ApiError::invalid_options(
-                "resourceVersionMatch",
-                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            causes.push(forbidden(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
             ));
         }
         if token.is_some() {
-            return Err(ApiError::invalid_options(
-                "resourceVersionMatch",
-                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+            causes.push(forbidden(
+                "resourceVersionMatch is forbidden when continue is provided",
             ));
         }
+        if !matches!(version_match, "Exact" | "NotOlderThan") {
+            causes.push(Cause {
+                reason: "FieldValueNotSupported",
+                field: "resourceVersionMatch".to_string(),
+                message: format!(
+                    "Unsupported value: {version_match:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+                ),
+            });
+        }
         if version_match == "Exact" && version == "0" {
-            return Err(ApiError::invalid_options(
-                "resourceVersionMatch",
-                "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            causes.push(forbidden(
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
             ));
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes));
         }
     }
     let (labels, fields) = selectors(kind, query)?;
-    let limit = match query.get("limit").filter(|limit| !limit.is_empty()) {
-        Some(limit) => limit
-            .parse::<usize>()
-            .map_err(|_| ApiError::bad_request(format!("invalid limit: {limit:?}")))?,
-        None => 0,
-    };
+    // A negative limit is no limit, as in kube-apiserver; `timeoutSeconds` must parse too,
+    // though a list answers at once.
+    let limit = int_param(query, "limit")?.map_or(0, |limit| usize::try_from(limit).unwrap_or(0));
+    int_param(query, "timeoutSeconds")?;
     let continued = match token {
         Some(token) => Some(decode_continue(token)?),
         None => None,
@@ -548,17 +566,18 @@ pub(super) fn watch(
     } else {
         WatchStart::After(parse_version(version)?)
     };
-    let timeout =
-        match query.get("timeoutSeconds").filter(|t| !t.is_empty()) {
-            Some(seconds) => Duration::from_secs(seconds.parse().map_err(|_| {
-                ApiError::bad_request(format!("invalid timeoutSeconds: {seconds:?}"))
-            })?),
-            None => {
-                let min = app.config.min_request_timeout;
-                let spread = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) as f64 / 256.0;
-                min + min.mul_f64(spread)
-            }
-        };
+    let timeout = match int_param(query, "timeoutSeconds")? {
+        // Zero or less ends the watch at once; beyond a decade is as good as forever, and
+        // keeps the deadline within what a clock can hold.
+        Some(seconds) => {
+            Duration::from_secs(u64::try_from(seconds).unwrap_or(0).min(MAX_WATCH_SECONDS))
+        }
+        None => {
+            let min = app.config.min_request_timeout;
+            let spread = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) as f64 / 256.0;
+            min + min.mul_f64(spread)
+        }
+    };
     let watch = match app.store.watch(kind, namespace, start) {
         Ok(watch) => watch,
         Err(expired @ StoreError::Expired { .. }) => {

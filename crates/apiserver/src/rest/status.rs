@@ -226,6 +226,10 @@ impl ApiError {
                 let group = resource.split_once('.').map_or("", |(_, group)| group);
                 Some(json!({"name": name, "group": group, "kind": plural}))
             }
+            StoreError::PreconditionFailed { resource, name, .. } => {
+                let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
+                Some(json!({"name": name, "group": group, "kind": kind}))
+            }
             StoreError::NamespaceTerminating { name, .. } => {
                 kind.map(|kind| json!({"name": name, "group": group, "kind": kind.plural}))
             }

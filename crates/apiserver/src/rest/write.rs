@@ -19,10 +19,12 @@ use crate::patch::{json_patch, merge_patch};
 use crate::request::body::{ParsedBody, json_kind, parse_json, parse_yaml};
 use crate::request::decode::{DecodedObject, Origin, decode_object};
 use crate::request::encode::{Encoding, protobuf_capable};
+use crate::request::options::int_param;
 use crate::request::options::{Verb, WriteOptions};
 use crate::request::protobuf;
 use crate::request::warnings::add_warnings;
 use crate::resource::ResourceKind;
+use crate::storage::Preconditions;
 use crate::storage::{Deleted, Propagation, StoreError, StoredObject, random_suffix};
 use crate::strategic::strategic_merge_patch;
 
@@ -670,8 +672,12 @@ pub(super) async fn delete(
     let kind = encoding.kind;
     let (namespace, name) = (item.namespace, item.name);
     let body = delete_options(&body_bytes(app, request).await?)?;
+    if body.is_null() {
+        // Without a body the options come from the query, and must parse.
+        int_param(query, "gracePeriodSeconds")?;
+    }
     let options = WriteOptions::parse(Verb::Delete, query, Some(&body))?;
-    let precondition = body["preconditions"]["resourceVersion"].as_str();
+    let precondition = Preconditions::of(&body);
     let policy = body["propagationPolicy"]
         .as_str()
         .or(query.get("propagationPolicy").map(String::as_str))

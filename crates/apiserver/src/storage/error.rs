@@ -40,6 +40,17 @@ pub enum StoreError {
         /// The object's name.
         name: String,
     },
+    /// 409: a delete's precondition (uid or resourceVersion) does not hold; `resource` is
+    /// `Kind` or `Kind.group`, as kube-apiserver's delete names it.
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
+    PreconditionFailed {
+        /// `Kind` for the core group, `Kind.group` otherwise.
+        resource: String,
+        /// The object's name.
+        name: String,
+        /// Which precondition, against what the object holds.
+        detail: String,
+    },
     /// 422: the object is not valid.
     #[error("{kind} \"{name}\" is invalid: {}", causes_text(.causes))]
     Invalid {
@@ -104,7 +115,9 @@ impl StoreError {
     pub fn code(&self) -> u16 {
         match self {
             Self::NotFound { .. } => 404,
-            Self::AlreadyExists { .. } | Self::Conflict { .. } => 409,
+            Self::AlreadyExists { .. }
+            | Self::Conflict { .. }
+            | Self::PreconditionFailed { .. } => 409,
             Self::Invalid { .. } => 422,
             Self::NamespaceTerminating { .. } => 403,
             Self::Expired { .. } => 410,
@@ -119,7 +132,7 @@ impl StoreError {
         match self {
             Self::NotFound { .. } => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
-            Self::Conflict { .. } => "Conflict",
+            Self::Conflict { .. } | Self::PreconditionFailed { .. } => "Conflict",
             Self::Invalid { .. } => "Invalid",
             Self::NamespaceTerminating { .. } => "Forbidden",
             Self::Expired { .. } => "Expired",

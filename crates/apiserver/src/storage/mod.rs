@@ -16,6 +16,7 @@ mod error;
 mod event;
 mod gc;
 pub(crate) mod meta;
+mod preconditions;
 mod remaining_counts;
 mod stored;
 mod wal;
@@ -36,6 +37,7 @@ pub(crate) use self::event::watch_line;
 pub use self::event::{EventType, WatchEvent};
 pub use self::gc::{FOREGROUND_DELETION, Propagation};
 pub(crate) use self::meta::{now_timestamp, random_suffix};
+pub use self::preconditions::Preconditions;
 pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
 
@@ -711,15 +713,15 @@ impl Store {
         Ok((updated, false))
     }
 
-    /// Deletes the object `name`; with `precondition`, only if its resourceVersion is that one.
+    /// Deletes the object `name`, only if `precondition` holds.
     /// An object with finalizers is only marked (`deletionTimestamp`) until they are removed.
     /// Its dependents go in the background ([`delete_with`](Store::delete_with) chooses).
-    pub fn delete(
+    pub fn delete<'p>(
         &self,
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
-        precondition: Option<&str>,
+        precondition: impl Into<Preconditions<'p>>,
     ) -> Result<Deleted, StoreError> {
         self.delete_with(kind, namespace, name, precondition, Propagation::Background)
     }
@@ -727,29 +729,43 @@ impl Store {
     /// Deletes `name` as [`delete`](Store::delete) does, with a propagation policy for its
     /// dependents: in the foreground the object is held by the `foregroundDeletion` finalizer
     /// until they are gone; orphaning removes their references to it first.
-    pub fn delete_with(
+    pub fn delete_with<'p>(
         &self,
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
-        precondition: Option<&str>,
+        precondition: impl Into<Preconditions<'p>>,
         propagation: Propagation,
     ) -> Result<Deleted, StoreError> {
-        self.delete_as(kind, namespace, name, precondition, propagation, false)
+        self.delete_as(
+            kind,
+            namespace,
+            name,
+            precondition.into(),
+            propagation,
+            false,
+        )
     }
 
     /// What [`delete_with`](Store::delete_with) would do, checked as it checks, without doing
     /// it (`dryRun=All`): an object that would only be marked comes back marked; no dependent
     /// is touched.
-    pub fn delete_dry_run(
+    pub fn delete_dry_run<'p>(
         &self,
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
-        precondition: Option<&str>,
+        precondition: impl Into<Preconditions<'p>>,
         propagation: Propagation,
     ) -> Result<Deleted, StoreError> {
-        self.delete_as(kind, namespace, name, precondition, propagation, true)
+        self.delete_as(
+            kind,
+            namespace,
+            name,
+            precondition.into(),
+            propagation,
+            true,
+        )
     }
 
     fn delete_as(
@@ -757,7 +773,7 @@ impl Store {
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
-        precondition: Option<&str>,
+        precondition: Preconditions<'_>,
         propagation: Propagation,
         dry_run: bool,
     ) -> Result<Deleted, StoreError> {
@@ -774,12 +790,7 @@ impl Store {
                 name: name.to_string(),
             });
         };
-        if precondition.is_some_and(|version| old["metadata"]["resourceVersion"] != version) {
-            return Err(StoreError::Conflict {
-                resource: kind.qualified_name(),
-                name: name.to_string(),
-            });
-        }
+        precondition.check(kind, name, &old)?;
         let foreground = propagation == Propagation::Foreground;
         if held(kind, &old) || foreground {
             if old["metadata"].get("deletionTimestamp").is_some() {

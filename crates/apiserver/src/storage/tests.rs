@@ -285,10 +285,34 @@ fn delete_removes_and_honours_preconditions() {
         .as_str()
         .unwrap()
         .to_string();
-    let Deleted::Gone(last) = store
-        .delete(&configmaps, "default", "a", Some(&version))
-        .unwrap()
-    else {
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let wrong_uid = Preconditions {
+        uid: Some("other"),
+        resource_version: Some(version.as_str()),
+    };
+    assert_eq!(
+        store
+            .delete(&configmaps, "default", "a", wrong_uid)
+            .unwrap_err()
+            .to_string(),
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"a\": the UID in the precondition (other) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        )
+    );
+    assert_eq!(
+        store
+            .delete(&configmaps, "default", "a", Some("999"))
+            .unwrap_err()
+            .to_string(),
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"a\": the ResourceVersion in the precondition (999) does not match the ResourceVersion in record ({version}). The object might have been modified"
+        )
+    );
+    let both = Preconditions {
+        uid: Some(uid.as_str()),
+        resource_version: Some(version.as_str()),
+    };
+    let Deleted::Gone(last) = store.delete(&configmaps, "default", "a", both).unwrap() else {
         panic!("no finalizers: removed at once");
     };
     assert_eq!(rv(&last), rv(&created) + 1);

@@ -492,6 +492,66 @@ async fn malformed_options_and_content_types_change_nothing() {
             reason: "BadRequest",
             message: "strict decoding error: unknown field \"extra\"",
         },
+        Malformed {
+            method: "DELETE",
+            path: "/api/v1/namespaces/default/configmaps/kept?gracePeriodSeconds=abc",
+            content_type: json,
+            accept: json,
+            body: b"",
+            code: 400,
+            reason: "BadRequest",
+            message: "strconv.ParseInt: parsing \"abc\": invalid syntax",
+        },
+        Malformed {
+            method: "GET",
+            path: "/api/v1/namespaces/default/configmaps?limit=many",
+            content_type: json,
+            accept: json,
+            body: b"",
+            code: 400,
+            reason: "BadRequest",
+            message: "strconv.ParseInt: parsing \"many\": invalid syntax",
+        },
+        Malformed {
+            method: "GET",
+            path: "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=99999999999999999999",
+            content_type: json,
+            accept: json,
+            body: b"",
+            code: 400,
+            reason: "BadRequest",
+            message: "strconv.ParseInt: parsing \"99999999999999999999\": value out of range",
+        },
+        Malformed {
+            method: "GET",
+            path: "/api/v1/namespaces/default/configmaps?resourceVersionMatch=Bogus",
+            content_type: json,
+            accept: json,
+            body: b"",
+            code: 422,
+            reason: "Invalid",
+            message: "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided, resourceVersionMatch: Unsupported value: \"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\"]",
+        },
+        Malformed {
+            method: "DELETE",
+            path: item,
+            content_type: json,
+            accept: json,
+            body: br#"{"preconditions":{"uid":"another-uid"}}"#,
+            code: 409,
+            reason: "Conflict",
+            message: "Operation cannot be fulfilled on ConfigMap \"kept\": the UID in the precondition (another-uid) does not match the UID in record (",
+        },
+        Malformed {
+            method: "DELETE",
+            path: item,
+            content_type: json,
+            accept: json,
+            body: br#"{"preconditions":{"resourceVersion":"1"}}"#,
+            code: 409,
+            reason: "Conflict",
+            message: "Operation cannot be fulfilled on ConfigMap \"kept\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (",
+        },
     ];
     for case in &cases {
         let request = http::Request::builder()
@@ -523,4 +583,62 @@ async fn malformed_options_and_content_types_change_nothing() {
         .unwrap();
     let kept: serde_json::Value = serde_json::from_str(&kept).unwrap();
     assert_eq!(kept["data"]["k"], "v");
+}
+
+#[tokio::test]
+async fn a_negative_limit_lists_everything_and_any_watch_timeout_is_served() {
+    let (server, client) = server().await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    for name in ["a", "b"] {
+        let body = format!(r#"{{"metadata":{{"name":"{name}"}}}}"#);
+        client.request_text(post(configmaps, body)).await.unwrap();
+    }
+    let (code, body) = raw_get(&server, &format!("{configmaps}?limit=-1")).await;
+    assert_eq!(code, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    // `kube-root-ca.crt` is there too.
+    assert_eq!(list["items"].as_array().unwrap().len(), 3, "{body}");
+    assert!(list["metadata"].get("continue").is_none(), "{body}");
+
+    // The largest timeout there is starts a watch that stays open (once it panicked the
+    // handler); a negative one ends it at once.
+    use futures::{AsyncBufReadExt, AsyncReadExt};
+    let watch = |query: &str| {
+        http::Request::get(format!("{configmaps}?watch=1&{query}"))
+            .body(Vec::new())
+            .unwrap()
+    };
+    let mut longest = Box::pin(
+        client
+            .request_stream(watch("timeoutSeconds=9223372036854775807"))
+            .await
+            .unwrap(),
+    );
+    let mut line = String::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        longest.read_line(&mut line),
+    )
+    .await;
+    assert!(
+        read.is_ok_and(|read| read.is_ok()),
+        "the watch sends its initial events"
+    );
+    assert!(line.contains("\"ADDED\""), "{line}");
+    let mut ended = Box::pin(
+        client
+            .request_stream(watch("timeoutSeconds=-5"))
+            .await
+            .unwrap(),
+    );
+    let mut rest = String::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        ended.read_to_string(&mut rest),
+    )
+    .await;
+    assert!(
+        read.is_ok_and(|read| read.is_ok()),
+        "a negative timeout ends the watch at once"
+    );
 }
