@@ -187,9 +187,9 @@ impl DataDir {
         path: &Path,
         config: &StoreConfig,
     ) -> Result<(Self, Recovered), PersistError> {
-        fs::create_dir_all(path).map_err(io_error("create", path))?;
+        private_dir(path).map_err(io_error("create", path))?;
         let lock_path = path.join(LOCK);
-        let lock = OpenOptions::new()
+        let lock = private_file()
             .create(true)
             .truncate(false)
             .write(true)
@@ -437,8 +437,26 @@ fn apply(objects: &mut HashMap<ResourceKey, Objects>, record: wal::Record) -> Ar
     ))
 }
 
+/// Options for a file of the directory: readable by its owner only (it holds Secrets).
+fn private_file() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
+/// Creates the directory (and its parents) if missing, the directory itself for its owner
+/// only.
+fn private_dir(path: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(path)
+}
+
 fn open_segment(path: &Path) -> Result<File, PersistError> {
-    OpenOptions::new()
+    private_file()
         .create(true)
         .append(true)
         .open(path)
@@ -489,7 +507,12 @@ fn write_snapshot(
     }
     let file = path.join(snapshot_name(resource_version));
     let tmp = path.join(format!("{}.tmp", snapshot_name(resource_version)));
-    let mut out = File::create(&tmp).map_err(io_error("create", &tmp))?;
+    let mut out = private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(io_error("create", &tmp))?;
     out.write_all(&bytes).map_err(io_error("write", &tmp))?;
     out.sync_all().map_err(io_error("fsync", &tmp))?;
     fs::rename(&tmp, &file).map_err(io_error("rename", &tmp))?;

@@ -440,3 +440,38 @@ fn after_a_reopening_the_next_snapshot_counts_from_the_newest_one() {
             .exists()
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn the_directory_and_its_files_are_for_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    let configmaps = kind("configmaps");
+    let store = Store::open(small_history(), &dir).unwrap();
+    // Enough changes for a snapshot beside the log.
+    for index in 0..12 {
+        store
+            .create(
+                &configmaps,
+                "default",
+                configmap(&format!("cm-{index}"), "secret"),
+            )
+            .unwrap();
+    }
+    let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let entries: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert!(
+        entries
+            .iter()
+            .any(|path| path.to_string_lossy().contains("snapshot")),
+        "{entries:?}"
+    );
+    for path in entries {
+        assert_eq!(mode(&path), 0o600, "{path:?}");
+    }
+}
