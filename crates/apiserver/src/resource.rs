@@ -74,6 +74,16 @@ impl ResourceKind {
         }
     }
 
+    /// `<Kind>` for the core group and `<Kind>.<group>` otherwise: how validation errors (and
+    /// a delete's preconditions) name it.
+    pub fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
     /// `v1` for the core group and `<group>/<version>` otherwise.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

@@ -19,13 +19,13 @@ use crate::patch::{json_patch, merge_patch};
 use crate::request::body::{ParsedBody, json_kind, parse_json, parse_yaml};
 use crate::request::decode::{DecodedObject, Origin, decode_object};
 use crate::request::encode::{Encoding, protobuf_capable};
-use crate::request::options::int_param;
-use crate::request::options::{Verb, WriteOptions};
+use crate::request::options::{Verb, WriteOptions, int_param};
 use crate::request::protobuf;
 use crate::request::warnings::add_warnings;
 use crate::resource::ResourceKind;
-use crate::storage::Preconditions;
-use crate::storage::{Deleted, Propagation, StoreError, StoredObject, random_suffix};
+use crate::storage::{
+    Cause, Deleted, Preconditions, Propagation, StoreError, StoredObject, random_suffix,
+};
 use crate::strategic::strategic_merge_patch;
 
 const JSON: &str = "application/json";
@@ -403,10 +403,85 @@ pub(super) async fn update(
         retry: !has_resource_version(&decoded.object) && !kind.requires_resource_version_on_update,
         apply: false,
     };
-    let (stored, created) =
-        guaranteed_update(app, kind, &write, |_| Ok(decoded.object.clone())).await?;
+    let (stored, created) = guaranteed_update(app, kind, &write, |current| {
+        if let Some(current) = current {
+            uid_precondition(kind, item, &decoded.object, current)?;
+        }
+        Ok(decoded.object.clone())
+    })
+    .await?;
     let code = if created { 201 } else { 200 };
     written(encoding, code, &stored, &decoded.warnings).await
+}
+
+/// A PUT's uid is a precondition (kube-apiserver's `defaultUpdatedObjectInfo`): one that is
+/// not the stored object's is refused as the storage layer refuses it, a 409.
+fn uid_precondition(
+    kind: &ResourceKind,
+    item: Item<'_>,
+    object: &Value,
+    current: &Value,
+) -> Result<(), ApiError> {
+    let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+    let held = current["metadata"]["uid"].as_str().unwrap_or_default();
+    if uid.is_empty() || uid == held {
+        return Ok(());
+    }
+    let detail = format!(
+        "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {held}",
+        storage_key(kind, item.namespace, item.name)
+    );
+    Err(ApiError::from_store(
+        &StoreError::PreconditionFailed {
+            resource: kind.qualified_name(),
+            name: item.name.to_string(),
+            detail,
+        },
+        Some(kind),
+    ))
+}
+
+/// The key kube-apiserver keeps an object under in etcd (what its storage errors name):
+/// `/registry/<resource>/[<namespace>/]<name>`, with the group first for custom resources,
+/// and the two historical prefixes of Services and Nodes.
+fn storage_key(kind: &ResourceKind, namespace: &str, name: &str) -> String {
+    let resource = match (kind.group.as_str(), kind.plural.as_str()) {
+        ("", "services") => "services/specs".to_string(),
+        ("", "nodes") => "minions".to_string(),
+        (group, plural) if kind.is_builtin() || group.is_empty() => plural.to_string(),
+        (group, plural) => format!("{group}/{plural}"),
+    };
+    if kind.namespaced {
+        format!("/registry/{resource}/{namespace}/{name}")
+    } else {
+        format!("/registry/{resource}/{name}")
+    }
+}
+
+/// A patch may not change the object's uid (kube-apiserver's `ValidateObjectMetaUpdate`).
+fn uid_unchanged(
+    kind: &ResourceKind,
+    name: &str,
+    patched: &Value,
+    current: &Value,
+) -> Result<(), ApiError> {
+    let (uid, held) = (&patched["metadata"]["uid"], &current["metadata"]["uid"]);
+    if uid == held || uid.is_null() {
+        return Ok(());
+    }
+    let shown = serde_json::to_string(uid).unwrap_or_default();
+    Err(ApiError::from_store(
+        &StoreError::Invalid {
+            kind: kind.qualified_kind(),
+            name: name.to_string(),
+            causes: vec![Cause {
+                reason: "FieldValueInvalid",
+                field: "metadata.uid".to_string(),
+                message: format!("Invalid value: {shown}: field is immutable"),
+            }],
+        },
+        Some(kind),
+    ))
 }
 
 /// Whether `object` names a resourceVersion (a precondition of its write).
@@ -605,6 +680,7 @@ pub(super) async fn patch(
         let mut patched = current.clone();
         patch_value(&content_type, &mut patched, &patch.value)?;
         check_name(&patched, item.name)?;
+        uid_unchanged(kind, item.name, &patched, &current)?;
         // A patch can leave something that is not an object at all (a merge patch `5`, a JSON
         // patch that replaces `/metadata`): that is a bad request, not something to index into.
         let Some(Value::Object(metadata)) = patched

@@ -40,11 +40,11 @@ pub enum StoreError {
         /// The object's name.
         name: String,
     },
-    /// 409: a delete's precondition (uid or resourceVersion) does not hold; `resource` is
-    /// `Kind` or `Kind.group`, as kube-apiserver's delete names it.
+    /// 409: a precondition (a delete's uid or resourceVersion, a PUT's uid) does not hold.
     #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
     PreconditionFailed {
-        /// `Kind` for the core group, `Kind.group` otherwise.
+        /// What kube-apiserver names in this refusal: the qualified kind (`Kind[.group]`) for
+        /// a delete, the qualified resource for an update.
         resource: String,
         /// The object's name.
         name: String,

@@ -1232,13 +1232,8 @@ fn set_type(kind: &ResourceKind, object: &mut Value) {
 }
 
 fn invalid(kind: &ResourceKind, name: &str, causes: Vec<Cause>) -> StoreError {
-    let kind_name = if kind.group.is_empty() {
-        kind.kind.clone()
-    } else {
-        format!("{}.{}", kind.kind, kind.group)
-    };
     StoreError::Invalid {
-        kind: kind_name,
+        kind: kind.qualified_kind(),
         name: name.to_string(),
         causes,
     }
