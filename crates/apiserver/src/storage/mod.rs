@@ -16,6 +16,7 @@ mod error;
 mod event;
 mod gc;
 pub(crate) mod meta;
+mod object_meta;
 mod preconditions;
 mod remaining_counts;
 mod stored;
@@ -37,6 +38,8 @@ pub(crate) use self::event::watch_line;
 pub use self::event::{EventType, WatchEvent};
 pub use self::gc::{FOREGROUND_DELETION, Propagation};
 pub(crate) use self::meta::{now_timestamp, random_suffix};
+use self::object_meta::meta_causes;
+pub(crate) use self::object_meta::{label_key_problems, label_value_problems};
 pub use self::preconditions::Preconditions;
 pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
@@ -321,7 +324,8 @@ impl Store {
         } else {
             given_name.clone()
         };
-        let causes = name_causes(&check_name, label_only);
+        let mut causes = name_causes(&check_name, label_only);
+        causes.extend(meta_causes(metadata, kind.is_builtin()));
         if !causes.is_empty() {
             return Err(invalid(kind, &given_name, causes));
         }
@@ -663,6 +667,10 @@ impl Store {
             "resourceVersion".into(),
             Value::String(old_version.to_string()),
         );
+        let causes = meta_causes(metadata, kind.is_builtin());
+        if !causes.is_empty() {
+            return Err(invalid(kind, name, causes));
+        }
         if kind.tracks_generation && !same_spec(&new, &old, kind.status_subresource) {
             let generation = old_metadata
                 .get("generation")

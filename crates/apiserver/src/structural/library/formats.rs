@@ -14,6 +14,7 @@ use crate::storage::meta::{
     DNS1035_LABEL_MESSAGE, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, is_dns1035_label,
     is_dns1123_label, is_dns1123_subdomain,
 };
+use crate::storage::{label_key_problems, label_value_problems};
 
 const TYPE_NAME: &str = "kubernetes.NamedFormat";
 
@@ -44,21 +45,8 @@ impl Opaque for Format {
     }
 }
 
-const QUALIFIED_NAME_MESSAGE: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
 fn too_long(limit: usize) -> String {
     format!("must be no more than {limit} characters")
-}
-
-/// Alphanumerics first and last, and alphanumerics, `-`, `_` and `.` between.
-fn is_qualified_part(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// apimachinery's checks of a name (`NameIsDNS…`): its length, then its pattern; a prefix
@@ -80,47 +68,6 @@ fn name_problems(
     }
     if !valid(&text) {
         problems.push(message.to_string());
-    }
-    problems
-}
-
-/// apimachinery's `IsQualifiedName`.
-fn qualified_name_problems(text: &str) -> Vec<String> {
-    let parts: Vec<&str> = text.split('/').collect();
-    let (prefix, name) = match parts.as_slice() {
-        [name] => (None, *name),
-        [prefix, name] => (Some(*prefix), *name),
-        _ => {
-            return vec![
-                "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".to_string(),
-            ];
-        }
-    };
-    let mut problems = Vec::new();
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            problems.push("prefix part must be non-empty".to_string());
-        } else {
-            problems.extend(
-                name_problems(
-                    prefix,
-                    253,
-                    is_dns1123_subdomain,
-                    DNS1123_SUBDOMAIN_MESSAGE,
-                    false,
-                )
-                .into_iter()
-                .map(|problem| format!("prefix part {problem}")),
-            );
-        }
-    }
-    if name.is_empty() {
-        problems.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        problems.push(format!("name part {}", too_long(63)));
-    }
-    if !is_qualified_part(name) {
-        problems.push(QUALIFIED_NAME_MESSAGE.to_string());
     }
     problems
 }
@@ -158,17 +105,8 @@ fn problems(format: &str, text: &str) -> Vec<String> {
             DNS1035_LABEL_MESSAGE,
             format.ends_with("Prefix"),
         ),
-        "qualifiedName" => qualified_name_problems(text),
-        "labelValue" => {
-            let mut problems = Vec::new();
-            if text.len() > 63 {
-                problems.push(too_long(63));
-            }
-            if !text.is_empty() && !is_qualified_part(text) {
-                problems.push(LABEL_VALUE_MESSAGE.to_string());
-            }
-            problems
-        }
+        "qualifiedName" => label_key_problems(text),
+        "labelValue" => label_value_problems(text),
         "uri" => other(&format!("parse {text:?}: invalid URI for request")),
         "uuid" => other("does not match the UUID format"),
         "byte" => other("invalid base64"),
