@@ -4,6 +4,7 @@
 //! status, service account and token volume; a Service's cluster IP and node ports; a Job's
 //! selector and labels; the empty `status` Go writes for every kind that has one.
 
+mod data;
 mod job;
 mod pod;
 mod service;
@@ -91,10 +92,16 @@ pub(crate) fn prepare_for_update(
 }
 
 /// Checks a new object of `kind` as its strategy's `Validate` does (custom resources against
-/// their schema; built-in kinds are checked by their decoding and the store).
+/// their schema, ConfigMaps' and Secrets' data; other built-in kinds are checked by their
+/// decoding and the store).
 pub(crate) fn validate_create(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
     if kind.is_crd() {
         return refuse(kind, object, custom::definition::validate(object));
+    }
+    match (kind.group.as_str(), kind.plural.as_str(), kind.is_builtin()) {
+        ("", "configmaps", true) => return refuse(kind, object, data::config_map_errors(object)),
+        ("", "secrets", true) => return refuse(kind, object, data::secret_errors(object)),
+        _ => {}
     }
     let Some(version) = &kind.custom else {
         return Ok(());
@@ -111,6 +118,20 @@ pub(crate) fn validate_update(
 ) -> Result<(), ApiError> {
     if kind.is_crd() && !status_only {
         return refuse(kind, new, custom::definition::validate_update(new, old));
+    }
+    let secret = match (kind.group.as_str(), kind.plural.as_str(), kind.is_builtin()) {
+        ("", "configmaps", true) => Some(false),
+        ("", "secrets", true) => Some(true),
+        _ => None,
+    };
+    if let Some(secret) = secret {
+        let mut errors = data::update_errors(new, old, secret);
+        errors.extend(if secret {
+            data::secret_errors(new)
+        } else {
+            data::config_map_errors(new)
+        });
+        return refuse(kind, new, errors);
     }
     let Some(version) = &kind.custom else {
         return Ok(());
