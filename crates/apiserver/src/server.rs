@@ -1,19 +1,22 @@
 //! Running the server: bind, serve, partition, restart, stop.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
+use tower_service::Service as _;
 
+use crate::activity::{Activity, Tracked};
 use crate::faults::Faults;
 use crate::in_process::InProcessService;
 use crate::link::Link;
@@ -24,6 +27,13 @@ use crate::tls::TlsConfig;
 
 /// How long a client has to complete the TLS handshake before its connection is dropped.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client has to send a request's headers (kube-apiserver's `ReadHeaderTimeout`).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+
+/// How long a connection may carry no bytes at all before it is closed (kube-apiserver's
+/// `IdleTimeout`).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -299,15 +309,54 @@ async fn serve(
     }
 }
 
-/// Serves HTTP/1.1 on one connection until it ends.
+/// Serves HTTP/1.1 on one connection until it ends: a client that takes longer than
+/// [`HEADER_READ_TIMEOUT`] to send a request's head, from its first byte, is cut off, and a
+/// connection whose bytes have not moved for [`IDLE_TIMEOUT`] is closed once its current
+/// response (if any) is done, as kube-apiserver's HTTP server does.
 async fn serve_connection<S>(stream: S, router: Router)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = TowerToHyperService::new(router);
-    let served = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(stream), service)
-        .await;
+    let activity = Activity::new();
+    let requests = activity.clone();
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        requests.request_started();
+        let activity = requests.clone();
+        let answer = router.clone().call(request.map(axum::body::Body::new));
+        async move {
+            let response = answer.await?;
+            Ok::<_, Infallible>(response.map(|body| Tracked::new(body, activity)))
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(activity.watch(stream)), service);
+    tokio::pin!(connection);
+    let mut closing = false;
+    let served = loop {
+        if closing {
+            break connection.as_mut().await;
+        }
+        let idle_at = activity.last() + IDLE_TIMEOUT;
+        let cut_at = activity
+            .head_since()
+            .map(|since| since + HEADER_READ_TIMEOUT);
+        let wake_at = cut_at.map_or(idle_at, |cut_at| cut_at.min(idle_at));
+        tokio::select! {
+            served = connection.as_mut() => break served,
+            () = activity.head_started() => {}
+            () = tokio::time::sleep_until(wake_at) => {
+                let now = Instant::now();
+                if activity.head_since().is_some_and(|since| since + HEADER_READ_TIMEOUT <= now) {
+                    tracing::debug!("a request head took too long: connection closed");
+                    return;
+                }
+                if activity.last() + IDLE_TIMEOUT <= now {
+                    connection.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+            }
+        }
+    };
     if let Err(error) = served {
         tracing::debug!(%error, "connection ended with an error");
     }

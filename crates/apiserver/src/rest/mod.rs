@@ -58,6 +58,10 @@ pub struct RestConfig {
     /// every event in a chunk of its own, as kube-apiserver does, for testing a client against
     /// that framing.
     pub watch_batch_bytes: usize,
+    /// How long a request that is not long-running (a watch, exec, attach, port-forward, proxy
+    /// or log) may take, its body included, before it is answered 504 (kube-apiserver's
+    /// `--request-timeout`, 60 s).
+    pub request_timeout: Duration,
 }
 
 impl Default for RestConfig {
@@ -69,6 +73,7 @@ impl Default for RestConfig {
             admin: false,
             token: None,
             watch_batch_bytes: 64 * 1024,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -191,10 +196,38 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     {
         return ApiError::unauthorized().response();
     }
-    match route(&app, request).await {
+    let answer = if is_long_running(&request) {
+        route(&app, request).await
+    } else {
+        // A slow body counts too: a client that declares more than it sends is answered.
+        match tokio::time::timeout(app.config.request_timeout, route(&app, request)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(ApiError::request_timeout()),
+        }
+    };
+    match answer {
         Ok(response) => response,
         Err(error) => error.response(),
     }
+}
+
+/// Whether `request` may run for as long as it needs (kube-apiserver's long-running check): a
+/// watch, or a pod's `exec`, `attach`, `portforward`, `log` or a `proxy`.
+fn is_long_running(request: &Request) -> bool {
+    let path = request.uri().path();
+    let watch_param = parse_query(request.uri().query())
+        .get("watch")
+        .is_some_and(|value| value != "0" && !value.eq_ignore_ascii_case("false"));
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let watch_path = matches!(
+        segments.as_slice(),
+        ["api", _, "watch", ..] | ["apis", _, _, "watch", ..]
+    );
+    let streaming = matches!(
+        segments.last(),
+        Some(&("exec" | "attach" | "portforward" | "log"))
+    ) || segments.contains(&"proxy");
+    watch_param || watch_path || streaming
 }
 
 async fn route(app: &Arc<App>, request: Request) -> Result<Response, ApiError> {

@@ -188,6 +188,18 @@ impl ApiError {
         }
     }
 
+    /// 504 Timeout: a request that ran past the server's request timeout, as kube-apiserver's
+    /// timeout filter answers it.
+    pub fn request_timeout() -> Self {
+        let mut error = Self::new(
+            504,
+            "Timeout",
+            "Timeout: request did not complete within requested timeout - context deadline exceeded",
+        );
+        error.details = Some(json!({}));
+        error
+    }
+
     /// The answer of an injected fault (anything but a delay).
     pub fn injected(fault: Fault) -> Self {
         match fault {

@@ -19,3 +19,4 @@ mod message_table;
 mod security;
 mod server_side_apply;
 mod support;
+mod timeouts;

@@ -1,0 +1,99 @@
+//! The server's timeouts, on tokio's paused clock: a client that is slow to send its headers,
+//! a connection left idle, and a request whose body never arrives are all ended as
+//! kube-apiserver ends them, while a quiet watch is not cut.
+
+use std::time::Duration;
+
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+async fn connect(server: &ApiServer) -> TcpStream {
+    TcpStream::connect(server.address()).await.unwrap()
+}
+
+/// Reads until the peer closes the connection (or `within` passes): what was read, and
+/// whether it closed.
+async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> (String, bool) {
+    let mut read = Vec::new();
+    let closed = tokio::time::timeout(within, async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(count) => read.extend_from_slice(&buffer[..count]),
+            }
+        }
+    })
+    .await
+    .is_ok();
+    (String::from_utf8_lossy(&read).into_owned(), closed)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_slow_to_send_its_headers_is_cut_off() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let mut stream = connect(&server).await;
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(31)).await;
+    assert!(!closed, "still waiting for the rest of the headers");
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(closed, "cut off after 32 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_connection_is_closed_after_90_seconds() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let mut stream = connect(&server).await;
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0u8; 512];
+    let count = stream.read(&mut answer).await.unwrap();
+    assert!(String::from_utf8_lossy(&answer[..count]).starts_with("HTTP/1.1 200"));
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(85)).await;
+    assert!(!closed, "kept alive for a while");
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(10)).await;
+    assert!(closed, "closed once idle for 90 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_arrives_is_answered_504_after_60_seconds() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let mut stream = connect(&server).await;
+    let head = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"metadata\"";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let count = tokio::time::timeout(Duration::from_secs(61), stream.read(&mut answer))
+        .await
+        .expect("answered within the request timeout")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..count]);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert!(
+        answer.contains(r#""message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout""#),
+        "{answer}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_watch_outlives_the_idle_and_request_timeouts() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let mut stream = connect(&server).await;
+    stream
+        .write_all(b"GET /api/v1/namespaces/default/secrets?watch=1&timeoutSeconds=300 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (head, closed) = read_until_closed(&mut stream, Duration::from_secs(200)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(!closed, "the watch is still open after 200 quiet seconds");
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(120)).await;
+    assert!(
+        closed,
+        "it ends at its own timeout, and the idle connection with it"
+    );
+}
