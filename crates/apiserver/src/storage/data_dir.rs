@@ -113,6 +113,20 @@ pub(crate) struct DataDir {
     since_snapshot: u64,
     snapshot_every: u64,
     buffer: Vec<u8>,
+    /// The error the next append fails with, half-written.
+    #[cfg(test)]
+    fault: Option<io::Error>,
+}
+
+/// Why changes could not be appended to the log.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AppendError {
+    /// Nothing of them is in the log: it was cut back to where it was.
+    #[error("{0} (nothing was logged)")]
+    RolledBack(#[source] io::Error),
+    /// Part of them may be in the log, which could not be cut back.
+    #[error("{0} (the log could not be cut back)")]
+    Unknown(#[source] io::Error),
 }
 
 const LOCK: &str = "LOCK";
@@ -343,6 +357,8 @@ impl DataDir {
                 .saturating_sub(listing.snapshots.last().copied().unwrap_or(snapshot)),
             snapshot_every: config.history.max(1) as u64,
             buffer: Vec::new(),
+            #[cfg(test)]
+            fault: None,
         };
         Ok((
             data,
@@ -357,15 +373,51 @@ impl DataDir {
     }
 
     /// Appends the changes (each with its object's name) to the log and fsyncs it.
-    pub(crate) fn append(&mut self, changes: &[(Arc<WatchEvent>, String)]) -> io::Result<()> {
+    pub(crate) fn append(
+        &mut self,
+        changes: &[(Arc<WatchEvent>, String)],
+    ) -> Result<(), AppendError> {
         self.buffer.clear();
         for (event, name) in changes {
             wal::encode_record(event, name, &mut self.buffer);
         }
-        self.segment.write_all(&self.buffer)?;
-        self.segment.sync_data()?;
+        let before = self
+            .segment
+            .metadata()
+            .map_err(AppendError::RolledBack)?
+            .len();
+        let written = self.write_buffer().and_then(|()| self.segment.sync_data());
+        if let Err(error) = written {
+            // Take back whatever part of the records reached the file, so that the log holds
+            // exactly the acknowledged changes and the next append can follow them.
+            let cut = self
+                .segment
+                .set_len(before)
+                .and_then(|()| self.segment.sync_data());
+            return Err(match cut {
+                Ok(()) => AppendError::RolledBack(error),
+                Err(_) => AppendError::Unknown(error),
+            });
+        }
         self.since_snapshot += changes.len() as u64;
         Ok(())
+    }
+
+    /// Writes the encoded records to the segment (through the fault hook, in tests).
+    fn write_buffer(&mut self) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(fault) = self.fault.take() {
+            let half = self.buffer.len() / 2;
+            self.segment.write_all(&self.buffer[..half])?;
+            return Err(fault);
+        }
+        self.segment.write_all(&self.buffer)
+    }
+
+    /// Makes the next append write half its records, then fail with `error` (a full disk).
+    #[cfg(test)]
+    pub(crate) fn fail_next_append(&mut self, error: io::Error) {
+        self.fault = Some(error);
     }
 
     /// Whether enough changes were logged since the last snapshot to take another.

@@ -44,7 +44,7 @@ pub use self::preconditions::Preconditions;
 pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
 
-use self::data_dir::DataDir;
+use self::data_dir::{AppendError, DataDir};
 use self::meta::{
     has_finalizers, mark_deleted, metadata_mut, name_causes, same_spec, set_status_from,
 };
@@ -915,23 +915,29 @@ impl Store {
 
     /// Logs the changes committed under the lock (appended and fsynced, in a durable store) and
     /// only then sends them to watchers. Every write calls it before it lets go of the lock and
-    /// answers, so an acknowledged change is durable and a watcher never sees one that is not.
+    /// answers, so an acknowledged change is durable, and no reader or watcher sees a change
+    /// that is not.
     ///
-    /// If the log cannot be written the store turns read-only: the changes stay in memory (and
-    /// go to watchers, who see what reads see) but the write is answered with an error, and it
-    /// may or may not be there after a restart.
+    /// If the log cannot be written the changes are taken back, in memory and in the log, and
+    /// the write is answered with an error: nobody ever sees them, and the next write tries the
+    /// disk again (a full disk that gets room takes writes again). Only if the log cannot be
+    /// cut back either does the store turn read-only until it is restarted.
     fn publish(&self, state: &mut State) -> Result<(), StoreError> {
         if state.unpublished.is_empty() {
             return Ok(());
         }
         let changes = std::mem::take(&mut state.unpublished);
-        let mut result = Ok(());
         if let Some(data) = state.data.as_mut() {
             if let Err(error) = data.append(&changes) {
                 let reason = format!("the write-ahead log cannot be written: {error}");
-                tracing::error!(%reason, "the store takes no more writes");
-                state.failed = Some(reason.clone());
-                result = Err(StoreError::Storage(reason));
+                if matches!(error, AppendError::Unknown(_)) {
+                    tracing::error!(%reason, "the store takes no more writes");
+                    state.failed = Some(reason.clone());
+                } else {
+                    tracing::warn!(%reason, "a write was refused and taken back");
+                }
+                roll_back(state, &changes);
+                return Err(StoreError::Storage(reason));
             } else if data.snapshot_due()
                 && let Err(error) = data.snapshot(state.resource_version, &state.objects)
             {
@@ -942,7 +948,7 @@ impl Store {
             // No receiver is not an error: nobody watches.
             let _ = self.events.send(event);
         }
-        result
+        Ok(())
     }
 
     /// The namespaces being deleted (marked, waiting for their contents to go).
@@ -1236,6 +1242,36 @@ fn set_type(kind: &ResourceKind, object: &mut Value) {
         fields
             .entry("kind")
             .or_insert_with(|| Value::String(kind.kind.clone()));
+    }
+}
+
+/// Takes back `changes` (the newest last) that could not be logged: each object as it was
+/// before, their events out of the history, and the resourceVersion to before the first of
+/// them. Nothing of them was ever seen (no read, list, watch or answer carried their
+/// resourceVersions), so the next write takes the first of those versions, and the log stays
+/// gapless, which is what its recovery checks.
+fn roll_back(state: &mut State, changes: &[(Arc<WatchEvent>, String)]) {
+    if let Some((first, _)) = changes.first() {
+        state.resource_version = first.resource_version.saturating_sub(1);
+    }
+    for (event, name) in changes.iter().rev() {
+        let objects = state.objects.entry(event.resource.clone()).or_default();
+        let key = (event.namespace.clone(), name.clone());
+        match (&event.event_type, &event.previous) {
+            (EventType::Added, _) | (_, None) => {
+                objects.remove(&key);
+            }
+            (_, Some(previous)) => {
+                objects.insert(key, Arc::clone(previous));
+            }
+        }
+        if state
+            .history
+            .back()
+            .is_some_and(|last| Arc::ptr_eq(last, event))
+        {
+            state.history.pop_back();
+        }
     }
 }
 

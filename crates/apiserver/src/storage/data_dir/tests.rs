@@ -475,3 +475,88 @@ fn the_directory_and_its_files_are_for_their_owner_only() {
         assert_eq!(mode(&path), 0o600, "{path:?}");
     }
 }
+
+#[test]
+fn a_write_the_log_refuses_is_never_seen_and_the_next_one_goes_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let (kept, later) = {
+        let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+        let kept = store
+            .create(&configmaps, "default", configmap("kept", "1"))
+            .unwrap();
+        let mut watch = store
+            .watch(&configmaps, Some("default"), WatchStart::Current)
+            .unwrap();
+        let initial = watch
+            .try_next()
+            .unwrap()
+            .expect("the existing object, first");
+        assert_eq!(initial.object["metadata"]["name"], "kept");
+        let full = || std::io::Error::from_raw_os_error(28); // ENOSPC
+        store
+            .state
+            .lock()
+            .data
+            .as_mut()
+            .unwrap()
+            .fail_next_append(full());
+        let refused = store
+            .create(&configmaps, "default", configmap("refused", "1"))
+            .unwrap_err();
+        assert_eq!(refused.code(), 500, "{refused}");
+        // An update refused the same way leaves the object as it was.
+        let mut changed = (*kept).clone();
+        changed["data"]["value"] = json!("2");
+        store
+            .state
+            .lock()
+            .data
+            .as_mut()
+            .unwrap()
+            .fail_next_append(full());
+        assert!(
+            store
+                .update(&configmaps, "default", "kept", changed.clone(), false)
+                .is_err()
+        );
+        assert_eq!(store.get(&configmaps, "default", "kept").unwrap(), kept);
+        assert!(matches!(
+            store.get(&configmaps, "default", "refused"),
+            Err(StoreError::NotFound { .. })
+        ));
+        let (listed, _) = store.list(&configmaps, Some("default"));
+        assert!(
+            listed
+                .iter()
+                .all(|object| object["metadata"]["name"] != "refused")
+        );
+        let seen = watch.try_next();
+        assert!(
+            matches!(seen, Ok(None)),
+            "a watcher saw a refused write: {seen:?}"
+        );
+
+        // The disk has room again: writes go through, with the resourceVersion nobody saw.
+        let later = store
+            .create(&configmaps, "default", configmap("later", "1"))
+            .unwrap();
+        let event = watch.try_next().unwrap().expect("the next write is seen");
+        assert_eq!(event.object["metadata"]["name"], "later");
+        let version = |object: &serde_json::Value| {
+            object["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        assert_eq!(version(&later), version(&kept) + 1);
+        (kept, later)
+    };
+    // After a restart: what was acknowledged, nothing refused, and a log with no torn tail.
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    assert_eq!(store.recovery().unwrap().truncated, None);
+    assert_eq!(store.get(&configmaps, "default", "kept").unwrap(), kept);
+    assert_eq!(store.get(&configmaps, "default", "later").unwrap(), later);
+    assert!(store.get(&configmaps, "default", "refused").is_err());
+}
