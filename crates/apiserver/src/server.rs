@@ -21,7 +21,7 @@ use crate::faults::Faults;
 use crate::in_process::InProcessService;
 use crate::link::Link;
 use crate::registry::Registry;
-use crate::rest::{App, RestConfig, handle, serve_stored_crds};
+use crate::rest::{App, InFlight, RestConfig, handle, serve_stored_crds};
 use crate::storage::{PersistError, Store, StoreConfig};
 use crate::tls::TlsConfig;
 
@@ -132,6 +132,10 @@ impl ApiServer {
             .map_err(bind_error)?;
         let address = listener.local_addr().map_err(bind_error)?;
         let link = Arc::new(watch::Sender::new(Link::up()));
+        let in_flight = InFlight::new(
+            config.rest.max_requests_inflight,
+            config.rest.max_mutating_requests_inflight,
+        );
         let app = Arc::new(App {
             store,
             registry: Registry::default(),
@@ -142,6 +146,7 @@ impl ApiServer {
             chunks: crate::rest::chunk_buffers::ChunkBuffers::default(),
             services: Default::default(),
             tokens: Default::default(),
+            in_flight,
         });
         serve_stored_crds(&app);
         crate::rest::cluster::bootstrap(&app);

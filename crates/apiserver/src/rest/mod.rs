@@ -11,6 +11,8 @@ pub(crate) mod cluster;
 mod crd;
 pub(crate) use self::crd::serve_stored as serve_stored_crds;
 mod discovery;
+mod in_flight;
+pub(crate) use self::in_flight::InFlight;
 mod openapi;
 mod read;
 mod review;
@@ -58,6 +60,14 @@ pub struct RestConfig {
     /// every event in a chunk of its own, as kube-apiserver does, for testing a client against
     /// that framing.
     pub watch_batch_bytes: usize,
+    /// How many requests that are not long-running may be served at once, reads and writes
+    /// apart (kube-apiserver's `--max-requests-inflight` 400 and
+    /// `--max-mutating-requests-inflight` 200); past that a request is answered 429 with
+    /// `Retry-After: 1`. 0: no cap.
+    pub max_requests_inflight: usize,
+    /// The cap of mutating requests (POST, PUT, PATCH, DELETE) at once; see
+    /// [`max_requests_inflight`](Self::max_requests_inflight).
+    pub max_mutating_requests_inflight: usize,
     /// How long a request that is not long-running (a watch, exec, attach, port-forward, proxy
     /// or log) may take, its body included, before it is answered 504 (kube-apiserver's
     /// `--request-timeout`, 60 s).
@@ -74,6 +84,8 @@ impl Default for RestConfig {
             token: None,
             watch_batch_bytes: 64 * 1024,
             request_timeout: Duration::from_secs(60),
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
         }
     }
 }
@@ -99,6 +111,8 @@ pub struct App {
     pub(crate) services: crate::kinds::strategy::ServiceAllocations,
     /// The key service account tokens are signed with.
     pub(crate) tokens: review::TokenKey,
+    /// The places of requests in flight.
+    pub(crate) in_flight: in_flight::InFlight,
 }
 
 /// What a resource URL names.
@@ -196,9 +210,13 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     {
         return ApiError::unauthorized().response();
     }
-    let answer = if is_long_running(&request) {
+    let health = matches!(request.uri().path(), "/healthz" | "/livez" | "/readyz");
+    let answer = if is_long_running(&request) || health {
         route(&app, request).await
     } else {
+        let Ok(_place) = app.in_flight.admit(request.method()) else {
+            return too_many_requests();
+        };
         // A slow body counts too: a client that declares more than it sends is answered.
         match tokio::time::timeout(app.config.request_timeout, route(&app, request)).await {
             Ok(answer) => answer,
@@ -209,6 +227,24 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         Ok(response) => response,
         Err(error) => error.response(),
     }
+}
+
+/// kube-apiserver's answer past its in-flight cap: plain text, with `Retry-After`.
+fn too_many_requests() -> Response {
+    let mut response = Response::new(axum::body::Body::from(
+        "Too many requests, please try again later.\n",
+    ));
+    *response.status_mut() = axum::http::StatusCode::TOO_MANY_REQUESTS;
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 /// Whether `request` may run for as long as it needs (kube-apiserver's long-running check): a

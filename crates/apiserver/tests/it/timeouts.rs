@@ -1,9 +1,12 @@
-//! The server's timeouts, on tokio's paused clock: a client that is slow to send its headers,
-//! a connection left idle, and a request whose body never arrives are all ended as
-//! kube-apiserver ends them, while a quiet watch is not cut.
+//! The server's timeouts and its cap on requests in flight, on tokio's paused clock: a client
+//! that is slow to send its headers, a connection left idle, and a request whose body never
+//! arrives are all ended as kube-apiserver ends them, while a quiet watch is not cut; past the
+//! cap a request is turned away at once, and probes and watches are not.
 
 use std::time::Duration;
 
+use ctrlkit_apiserver::faults::Fault;
+use ctrlkit_apiserver::rest::RestConfig;
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -96,4 +99,90 @@ async fn a_quiet_watch_outlives_the_idle_and_request_timeouts() {
         closed,
         "it ends at its own timeout, and the idle connection with it"
     );
+}
+
+/// Sends `request` on a connection of its own; the answer's head and what followed it within
+/// a second.
+async fn exchange(server: &ApiServer, request: &str) -> String {
+    let mut stream = connect(server).await;
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 8192];
+    let count = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut answer))
+        .await
+        .expect("an answer at once")
+        .unwrap();
+    String::from_utf8_lossy(&answer[..count]).into_owned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_in_flight_cap_requests_are_turned_away_but_not_probes_or_watches() {
+    let config = ApiServerConfig {
+        rest: RestConfig {
+            max_requests_inflight: 1,
+            max_mutating_requests_inflight: 1,
+            ..RestConfig::default()
+        },
+        ..ApiServerConfig::default()
+    };
+    let server = ApiServer::start(config).await.unwrap();
+    // One slow list takes the only place for reads.
+    server.faults().fail_next(
+        1,
+        Some("list"),
+        Some("configmaps"),
+        Fault::Delay(Duration::from_secs(10)),
+    );
+    let slow = {
+        let address = server.address();
+        tokio::spawn(async move {
+            let mut stream = TcpStream::connect(address).await.unwrap();
+            let request = "GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let refused = exchange(
+        &server,
+        "GET /api/v1/namespaces/default/secrets HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await;
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(
+        refused.to_ascii_lowercase().contains("retry-after: 1\r\n"),
+        "{refused}"
+    );
+    assert!(
+        refused.ends_with("Too many requests, please try again later.\n"),
+        "{refused}"
+    );
+
+    let probe = exchange(&server, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+    let watch = exchange(
+        &server,
+        "GET /api/v1/namespaces/default/secrets?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await;
+    assert!(watch.starts_with("HTTP/1.1 200"), "{watch}");
+    // Writes have a budget of their own.
+    let body = r#"{"metadata":{"name":"w"}}"#;
+    let write = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let created = exchange(&server, &write).await;
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
+
+    // Once the slow list is answered, its place is free again.
+    assert!(slow.await.unwrap().starts_with("HTTP/1.1 200"));
+    let later = exchange(
+        &server,
+        "GET /api/v1/namespaces/default/secrets HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await;
+    assert!(later.starts_with("HTTP/1.1 200"), "{later}");
 }
