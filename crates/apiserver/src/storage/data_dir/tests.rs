@@ -493,14 +493,13 @@ fn a_write_the_log_refuses_is_never_seen_and_the_next_one_goes_through() {
             .unwrap()
             .expect("the existing object, first");
         assert_eq!(initial.object["metadata"]["name"], "kept");
-        let full = || std::io::Error::from_raw_os_error(28); // ENOSPC
-        store
-            .state
-            .lock()
-            .data
-            .as_mut()
-            .unwrap()
-            .fail_next_append(full());
+        // The next append writes half its records and finds the disk full (ENOSPC).
+        let disk_full = || {
+            let mut state = store.state.lock();
+            let data = state.data.as_mut().unwrap();
+            data.fail_next_append(std::io::Error::from_raw_os_error(28));
+        };
+        disk_full();
         let refused = store
             .create(&configmaps, "default", configmap("refused", "1"))
             .unwrap_err();
@@ -508,13 +507,7 @@ fn a_write_the_log_refuses_is_never_seen_and_the_next_one_goes_through() {
         // An update refused the same way leaves the object as it was.
         let mut changed = (*kept).clone();
         changed["data"]["value"] = json!("2");
-        store
-            .state
-            .lock()
-            .data
-            .as_mut()
-            .unwrap()
-            .fail_next_append(full());
+        disk_full();
         assert!(
             store
                 .update(&configmaps, "default", "kept", changed.clone(), false)
