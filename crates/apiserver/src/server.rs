@@ -405,6 +405,7 @@ async fn cluster_controllers(app: std::sync::Weak<App>, mut link: watch::Receive
         if let Err(error) = app.store.collect_garbage() {
             tracing::debug!(%error, "the garbage collector cannot write");
         }
+        crate::rest::clean_up_deleted_crds(&app);
         for namespace in app.store.terminating_namespaces() {
             if app.store.delete_namespace_contents(&namespace) == Ok(0)
                 && let Err(error) = app.store.finalize_namespace(&namespace)

@@ -283,6 +283,62 @@ impl Naming {
     }
 }
 
+/// Cleans up after the CRDs being deleted, as kube-apiserver's CRD finalizer does: their
+/// custom resources are deleted (those held by finalizers of their own are marked and waited
+/// for), and once none is left the CRD goes and its resources are no longer served.
+pub(crate) fn clean_up_deleted(app: &App) {
+    let Some(crds) = app
+        .registry
+        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    else {
+        return;
+    };
+    for crd in app.store.crds_to_clean_up(&crds) {
+        let (Some(name), Some(group), Some(plural)) = (
+            crd["metadata"]["name"].as_str(),
+            crd["spec"]["group"].as_str(),
+            crd["status"]["acceptedNames"]["plural"]
+                .as_str()
+                .or(crd["spec"]["names"]["plural"].as_str()),
+        ) else {
+            continue;
+        };
+        let left = match app.registry.all_versions(group, plural).first() {
+            Some(kind) => app.store.delete_all_of(kind),
+            None => Ok(0),
+        };
+        match left {
+            Ok(0) => match app.store.finish_crd_cleanup(&crds, name) {
+                Ok(Some(gone)) => stop_serving(app, &gone),
+                Ok(None) => {}
+                // Someone updated it meanwhile: the next round tries again.
+                Err(error) => {
+                    tracing::debug!(%error, crd = name, "could not finish deleting the CRD yet")
+                }
+            },
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, crd = name, "could not delete the custom resources yet")
+            }
+        }
+    }
+}
+
+/// Whether the CRD that defines `kind` is being deleted: its custom resources may not be
+/// created meanwhile.
+pub(super) fn defining_crd_terminating(app: &App, kind: &ResourceKind) -> bool {
+    let Some(crds) = app
+        .registry
+        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    else {
+        return false;
+    };
+    let name = format!("{}.{}", kind.plural, kind.group);
+    app.store
+        .get(&crds, "", &name)
+        .is_ok_and(|crd| crate::storage::is_terminating(&crd))
+}
+
 /// Every CRD in the store.
 fn stored_crds(app: &App) -> Vec<Arc<StoredObject>> {
     app.registry

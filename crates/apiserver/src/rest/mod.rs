@@ -9,6 +9,7 @@ mod apply;
 pub(crate) mod chunk_buffers;
 pub(crate) mod cluster;
 mod crd;
+pub(crate) use self::crd::clean_up_deleted as clean_up_deleted_crds;
 pub(crate) use self::crd::serve_stored as serve_stored_crds;
 mod discovery;
 mod in_flight;

@@ -55,6 +55,17 @@ impl ApiError {
         )
     }
 
+    /// 405 MethodNotAllowed: custom resources of a CRD being deleted may not be created.
+    pub fn crd_terminating(kind: &ResourceKind) -> Self {
+        let mut error = Self::new(
+            405,
+            "MethodNotAllowed",
+            "create not allowed while custom resource definition is terminating",
+        );
+        error.details = Some(json!({"group": kind.group, "kind": kind.plural}));
+        error
+    }
+
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
         Self::new(

@@ -240,6 +240,9 @@ pub(super) async fn create(
     request: Request,
 ) -> Result<Response, ApiError> {
     let kind = encoding.kind;
+    if kind.custom.is_some() && crd::defining_crd_terminating(app, kind) {
+        return Err(ApiError::crd_terminating(kind));
+    }
     let options = WriteOptions::parse(Verb::Create, query, None)?;
     let manager = manager_name(&options, &request);
     let mut decoded = object_body(app, kind, namespace, &options, request).await?;

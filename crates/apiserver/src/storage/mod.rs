@@ -11,6 +11,7 @@
 //! recovers every object with its resourceVersion, and the recent history for watches.
 
 mod as_of;
+mod crd_cleanup;
 mod data_dir;
 mod error;
 mod event;
@@ -32,6 +33,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
+pub use self::crd_cleanup::{CRD_CLEANUP_FINALIZER, is_terminating};
 pub use self::data_dir::{PersistError, Recovery, TruncatedTail};
 pub use self::error::{Cause, StoreError, causes_text};
 pub(crate) use self::event::watch_line;
@@ -325,7 +327,7 @@ impl Store {
             given_name.clone()
         };
         let mut causes = name_causes(&check_name, label_only);
-        causes.extend(meta_causes(metadata, kind.is_builtin()));
+        causes.extend(meta_causes(metadata, core_finalizer_rule(kind)));
         if !causes.is_empty() {
             return Err(invalid(kind, &given_name, causes));
         }
@@ -667,7 +669,7 @@ impl Store {
             "resourceVersion".into(),
             Value::String(old_version.to_string()),
         );
-        let causes = meta_causes(metadata, kind.is_builtin());
+        let causes = meta_causes(metadata, core_finalizer_rule(kind));
         if !causes.is_empty() {
             return Err(invalid(kind, name, causes));
         }
@@ -800,7 +802,9 @@ impl Store {
         };
         precondition.check(kind, name, &old)?;
         let foreground = propagation == Propagation::Foreground;
-        if held(kind, &old) || foreground {
+        // A CRD is only marked: its custom resources go first (see `crd_cleanup`).
+        let crd_cleanup = kind.is_crd() && old["metadata"].get("deletionTimestamp").is_none();
+        if held(kind, &old) || foreground || crd_cleanup {
             if old["metadata"].get("deletionTimestamp").is_some() {
                 return Ok(Deleted::Finalizing(old));
             }
@@ -817,6 +821,9 @@ impl Store {
                 gc::hold_for_dependents(metadata);
             }
             mark_deleted(metadata);
+            if crd_cleanup {
+                crd_cleanup::mark_terminating(&mut marked);
+            }
             if dry_run {
                 return Ok(Deleted::Finalizing(Arc::new(StoredObject::new(marked))));
             }
@@ -1224,6 +1231,17 @@ fn is_namespaces(kind: &ResourceKind) -> bool {
 
 /// Whether deleting `object` must wait: it has finalizers (or, for a namespace, the
 /// `spec.finalizers` its lifecycle controller removes once the namespace is empty).
+/// Whether `kind` is validated by Kubernetes' core validation, whose finalizer rule (standard
+/// or domain-qualified) custom resources, CRDs and APIServices, validated by apimachinery's
+/// alone, do not have.
+fn core_finalizer_rule(kind: &ResourceKind) -> bool {
+    kind.is_builtin()
+        && !matches!(
+            kind.group.as_str(),
+            "apiextensions.k8s.io" | "apiregistration.k8s.io"
+        )
+}
+
 fn held(kind: &ResourceKind, object: &Value) -> bool {
     object["metadata"].as_object().is_some_and(has_finalizers)
         || (is_namespaces(kind)

@@ -1005,7 +1005,8 @@ async fn a_crd_whose_names_another_holds_is_not_served_until_they_are_free() {
     let gadgets = "/apis/example.com/v1/namespaces/default/gadgets";
     assert_eq!(get(&client, gadgets).await.unwrap_err().code, 404);
 
-    // Once the first is gone, the second gets its names and is served.
+    // Once the first is gone (its deletion takes a moment: its custom resources go first), the
+    // second gets its names and is served.
     send(
         &client,
         "DELETE",
@@ -1015,6 +1016,15 @@ async fn a_crd_whose_names_another_holds_is_not_served_until_they_are_free() {
     )
     .await
     .unwrap();
+    for _ in 0..100 {
+        if get(&client, &format!("{CRDS}/widgets.example.com"))
+            .await
+            .is_err()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let second = get(&client, &format!("{CRDS}/gadgets.example.com"))
         .await
         .unwrap();
@@ -1085,4 +1095,87 @@ async fn rules_use_kube_libraries_and_escaped_property_names() {
             "Invalid value: owner-team must have a number",
         ]
     );
+}
+
+#[tokio::test]
+async fn deleting_a_crd_deletes_its_custom_resources_first_and_waits_for_their_finalizers() {
+    let (_server, client) = server().await;
+    widgets(
+        &client,
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    )
+    .await;
+    create(&client, widget("plain", json!({}))).await.unwrap();
+    let mut held = widget("held", json!({}));
+    held["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    create(&client, held).await.unwrap();
+
+    let crd = format!("{CRDS}/widgets.example.com");
+    let marked = send(&client, "DELETE", &crd, "application/json", Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(marked["kind"], "CustomResourceDefinition");
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+    let terminating = marked["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|condition| condition["type"] == "Terminating")
+        .cloned()
+        .unwrap();
+    assert_eq!(terminating["status"], "True");
+    assert_eq!(terminating["reason"], "InstanceDeletionPending");
+    // No new custom resources meanwhile.
+    let refused = create(&client, widget("late", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (refused.code, refused.reason.as_str()),
+        (405, "MethodNotAllowed")
+    );
+    assert_eq!(
+        refused.message,
+        "create not allowed while custom resource definition is terminating"
+    );
+
+    // The plain one goes; the held one is marked, and holds the CRD.
+    let item = |name: &str| format!("{WIDGETS}/{name}");
+    for _ in 0..100 {
+        if get(&client, &item("plain")).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(get(&client, &item("plain")).await.unwrap_err().code, 404);
+    let waiting = get(&client, &item("held")).await.unwrap();
+    assert!(waiting["metadata"]["deletionTimestamp"].is_string());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        get(&client, &crd).await.is_ok(),
+        "held by a custom resource's finalizer"
+    );
+
+    // Its finalizer removed, the last custom resource goes, then the CRD.
+    merge_patch(
+        &client,
+        &item("held"),
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await
+    .unwrap();
+    for _ in 0..100 {
+        if get(&client, &crd).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(get(&client, &crd).await.unwrap_err().code, 404);
+    // Made again, the CRD starts empty.
+    widgets(
+        &client,
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    )
+    .await;
+    let list = get(&client, WIDGETS).await.unwrap();
+    assert_eq!(list["items"], json!([]));
 }

@@ -472,9 +472,37 @@ async fn a_custom_resource_is_served_once_its_crd_exists() {
     );
     assert_eq!(refused.code, 422);
 
-    crds.delete("foos.samplecontroller.k8s.io", &DeleteParams::default())
+    // As kube-apiserver, the delete only marks the CRD; its custom resources go first, then it.
+    let terminating = crds
+        .delete("foos.samplecontroller.k8s.io", &DeleteParams::default())
         .await
-        .unwrap();
+        .unwrap()
+        .left()
+        .expect("the CRD is marked, not gone at once");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        terminating.metadata.finalizers,
+        Some(vec![
+            "customresourcecleanup.apiextensions.k8s.io".to_string()
+        ])
+    );
+    for _ in 0..100 {
+        if crds
+            .get_opt("foos.samplecontroller.k8s.io")
+            .await
+            .unwrap()
+            .is_none()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        crds.get_opt("foos.samplecontroller.k8s.io")
+            .await
+            .unwrap()
+            .is_none()
+    );
     let gone = api_error(foos.get("example").await.unwrap_err());
     assert_eq!(gone.code, 404);
 }
