@@ -1,4 +1,5 @@
-//! CustomResourceDefinitions: creating one serves its resource at once; deleting one stops it.
+//! CustomResourceDefinitions: creating one serves its resource at once (under the names no
+//! other CRD of its group holds); deleting one deletes its custom resources, then stops it.
 
 use std::collections::HashSet;
 use std::sync::Arc;
