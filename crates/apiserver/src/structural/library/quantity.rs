@@ -158,11 +158,11 @@ impl Quantity {
         Self::new(a.checked_add(b)?, exponent)
     }
 
-    fn negated(self) -> Self {
-        Self {
-            units: -self.units,
+    fn negated(self) -> Option<Self> {
+        Some(Self {
+            units: self.units.checked_neg()?,
             exponent: self.exponent,
-        }
+        })
     }
 }
 
@@ -183,8 +183,9 @@ fn operand(name: &str, args: &[Value]) -> Result<Quantity, cel::ExecutionError> 
 fn arithmetic(name: &str, args: &[Value], negate: bool) -> Outcome {
     let this = *opaque_arg::<Quantity>(name, args, 0)?;
     let other = operand(name, args)?;
-    let other = if negate { other.negated() } else { other };
-    this.plus(other)
+    let other = if negate { other.negated() } else { Some(other) };
+    other
+        .and_then(|other| this.plus(other))
         .map(value)
         .ok_or_else(|| error(name, "quantity overflow"))
 }
