@@ -69,6 +69,12 @@ pub struct ApiServerConfig {
     /// their resourceVersions. In memory only without it, the default. The directory is locked
     /// until the server and every [`InProcessService`] of it are dropped.
     pub data_dir: Option<PathBuf>,
+    /// How many connections are served at once (10,000 by default; 0: no cap). Past it a new
+    /// connection gets one answer and is closed: the health endpoints answer as usual, anything
+    /// else 429 with `Retry-After: 1`; the connections already open are served as before. Keep
+    /// it below the process's open-file limit, so that a flood of connections cannot take the
+    /// descriptors the store and the existing clients need.
+    pub max_connections: usize,
 }
 
 impl Default for ApiServerConfig {
@@ -79,6 +85,7 @@ impl Default for ApiServerConfig {
             rest: RestConfig::default(),
             tls: None,
             data_dir: None,
+            max_connections: 10_000,
         }
     }
 }
@@ -157,10 +164,13 @@ impl ApiServer {
             .tls
             .map(|tls| tokio_rustls::TlsAcceptor::from(Arc::clone(tls.server_config())));
         let task = tokio::spawn(serve(
-            listener,
-            address,
+            Listening {
+                listener,
+                address,
+                acceptor,
+                max_connections: config.max_connections,
+            },
             router.clone(),
-            acceptor,
             link.subscribe(),
         ));
         Ok(Self {
@@ -249,17 +259,28 @@ impl ApiServer {
     }
 }
 
-/// The accept loop. Connections run in a `JoinSet`, so a partition can drop them all; with an
-/// acceptor each completes a TLS handshake first.
-async fn serve(
+/// Where and how the server accepts connections.
+struct Listening {
     listener: TcpListener,
     address: SocketAddr,
-    router: Router,
+    /// With an acceptor, each connection completes a TLS handshake first.
     acceptor: Option<tokio_rustls::TlsAcceptor>,
-    mut link: watch::Receiver<Link>,
-) {
+    /// Past this many connections (0: no cap), a new one is only answered and closed.
+    max_connections: usize,
+}
+
+/// The accept loop. Connections run in a `JoinSet`, so a partition can drop them all; those
+/// past the cap run in a set of their own, each for one answer.
+async fn serve(listening: Listening, router: Router, mut link: watch::Receiver<Link>) {
+    let Listening {
+        listener,
+        address,
+        acceptor,
+        max_connections,
+    } = listening;
     let mut listener = Some(listener);
     let mut connections = JoinSet::new();
+    let mut turned_away = JoinSet::new();
     loop {
         let accepted = async {
             match &listener {
@@ -271,26 +292,36 @@ async fn serve(
             accepted = accepted => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
+                    let full = max_connections > 0 && connections.len() >= max_connections;
+                    if full && turned_away.len() >= max_connections {
+                        // Even the answers to the turned-away are too many: just close.
+                        drop(stream);
+                        continue;
+                    }
                     let router = router.clone();
-                    match acceptor.clone() {
-                        None => {
-                            connections.spawn(serve_connection(stream, router));
-                        }
-                        Some(acceptor) => {
-                            connections.spawn(async move {
+                    let acceptor = acceptor.clone();
+                    let connection = async move {
+                        match acceptor {
+                            None => serve_one(stream, router, full).await,
+                            Some(acceptor) => {
                                 let handshake = tokio::time::timeout(
                                     TLS_HANDSHAKE_TIMEOUT,
                                     acceptor.accept(stream),
                                 );
                                 match handshake.await {
-                                    Ok(Ok(stream)) => serve_connection(stream, router).await,
+                                    Ok(Ok(stream)) => serve_one(stream, router, full).await,
                                     Ok(Err(error)) => {
                                         tracing::debug!(%error, "TLS handshake failed");
                                     }
                                     Err(_) => tracing::debug!("TLS handshake timed out"),
                                 }
-                            });
+                            }
                         }
+                    };
+                    if full {
+                        turned_away.spawn(connection);
+                    } else {
+                        connections.spawn(connection);
                     }
                 }
                 Err(error) => {
@@ -300,17 +331,58 @@ async fn serve(
                 }
             },
             Some(()) = reap(&mut connections) => {}
+            Some(()) = reap(&mut turned_away) => {}
             changed = link.changed() => {
                 // A partition or a restart (the only other changes) drops the listener and every
                 // connection; so does a stop, for good.
                 drop(listener.take());
                 connections.abort_all();
+                turned_away.abort_all();
                 if changed.is_err() || !wait_while_down(&mut link).await {
                     return;
                 }
                 listener = rebind(address).await;
             }
         }
+    }
+}
+
+/// Serves a connection: in full, or, past the connection cap, one answer.
+async fn serve_one<S>(stream: S, router: Router, turned_away: bool)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if turned_away {
+        answer_and_close(stream, router).await;
+    } else {
+        serve_connection(stream, router).await;
+    }
+}
+
+/// Past the connection cap: one request is answered (a health check as usual, anything else
+/// 429 with `Retry-After: 1`), then the connection is closed.
+async fn answer_and_close<S>(stream: S, router: Router)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let health = matches!(request.uri().path(), "/healthz" | "/livez" | "/readyz");
+        let answer = health.then(|| router.clone().call(request.map(axum::body::Body::new)));
+        async move {
+            match answer {
+                Some(answer) => answer.await,
+                None => Ok(crate::rest::too_many_requests()),
+            }
+        }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .keep_alive(false)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(error) = served {
+        tracing::debug!(%error, "a turned-away connection ended with an error");
     }
 }
 

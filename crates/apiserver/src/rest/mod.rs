@@ -231,7 +231,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
 }
 
 /// kube-apiserver's answer past its in-flight cap: plain text, with `Retry-After`.
-fn too_many_requests() -> Response {
+pub(crate) fn too_many_requests() -> Response {
     let mut response = Response::new(axum::body::Body::from(
         "Too many requests, please try again later.\n",
     ));

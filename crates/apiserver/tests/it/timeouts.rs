@@ -186,3 +186,48 @@ async fn past_the_in_flight_cap_requests_are_turned_away_but_not_probes_or_watch
     .await;
     assert!(later.starts_with("HTTP/1.1 200"), "{later}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn past_the_connection_cap_new_connections_get_one_answer_and_the_open_ones_are_served() {
+    let config = ApiServerConfig {
+        max_connections: 2,
+        ..ApiServerConfig::default()
+    };
+    let server = ApiServer::start(config).await.unwrap();
+    let list = "GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\n\r\n";
+    // Two connections take the places (each answered once, and kept open).
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect(&server).await;
+        stream.write_all(list.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 16384];
+        let count = stream.read(&mut answer).await.unwrap();
+        assert!(String::from_utf8_lossy(&answer[..count]).starts_with("HTTP/1.1 200"));
+        open.push(stream);
+    }
+    // A third gets 429 and is closed; a probe on a new connection is still answered.
+    let refused = exchange(&server, list).await;
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(
+        refused.to_ascii_lowercase().contains("connection: close"),
+        "{refused}"
+    );
+    let probe = exchange(&server, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+    // The open connections are served as before.
+    open[0].write_all(list.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 16384];
+    let count = open[0].read(&mut answer).await.unwrap();
+    assert!(String::from_utf8_lossy(&answer[..count]).starts_with("HTTP/1.1 200"));
+    // One of them closed, a new connection is served in full again.
+    drop(open.pop());
+    let mut served = String::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        served = exchange(&server, list).await;
+        if served.starts_with("HTTP/1.1 200") {
+            break;
+        }
+    }
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+}
