@@ -93,6 +93,11 @@ impl Activity {
             });
     }
 
+    /// Whether a request is being answered.
+    pub(crate) fn busy(&self) -> bool {
+        self.state.in_flight.load(Ordering::Acquire) > 0
+    }
+
     /// When bytes last moved.
     pub(crate) fn last(&self) -> Instant {
         self.at(self.state.last.load(Ordering::Relaxed))

@@ -388,8 +388,8 @@ where
 
 /// Serves HTTP/1.1 on one connection until it ends: a client that takes longer than
 /// [`HEADER_READ_TIMEOUT`] to send a request's head, from its first byte, is cut off, and a
-/// connection whose bytes have not moved for [`IDLE_TIMEOUT`] is closed once its current
-/// response (if any) is done, as kube-apiserver's HTTP server does.
+/// connection that has carried no bytes for [`IDLE_TIMEOUT`] between requests is closed, as
+/// kube-apiserver's HTTP server does.
 async fn serve_connection<S>(stream: S, router: Router)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -413,7 +413,13 @@ where
         if closing {
             break connection.as_mut().await;
         }
-        let idle_at = activity.last() + IDLE_TIMEOUT;
+        // While a request is answered the idle clock does not run; it is looked at again an
+        // idle period later (so a connection is closed at most twice that after its last byte).
+        let idle_at = if activity.busy() {
+            Instant::now() + IDLE_TIMEOUT
+        } else {
+            activity.last() + IDLE_TIMEOUT
+        };
         let cut_at = activity
             .head_since()
             .map(|since| since + HEADER_READ_TIMEOUT);
@@ -427,7 +433,8 @@ where
                     tracing::debug!("a request head took too long: connection closed");
                     return;
                 }
-                if activity.last() + IDLE_TIMEOUT <= now {
+                // Idle is between requests, as Go's `IdleTimeout`: a quiet watch is left alone.
+                if !activity.busy() && activity.last() + IDLE_TIMEOUT <= now {
                     connection.as_mut().graceful_shutdown();
                     closing = true;
                 }

@@ -148,10 +148,16 @@ pub(super) fn serve(app: &App, crd: &Value) -> Option<Arc<StoredObject>> {
             ("False", "NotAccepted", "not all names are accepted".into()),
         ),
     };
+    let mut conditions = vec![
+        new_condition(crd, "NamesAccepted", names_accepted),
+        established_condition,
+    ];
+    // A CRD being deleted keeps saying so.
+    conditions.extend(condition(crd, "Terminating").cloned());
     let status = json!({
         "acceptedNames": naming.accepted,
         "storedVersions": stored_versions,
-        "conditions": [new_condition(crd, "NamesAccepted", names_accepted), established_condition],
+        "conditions": conditions,
     });
     if crd["status"] == status {
         return None;
@@ -351,10 +357,10 @@ fn stored_crds(app: &App) -> Vec<Arc<StoredObject>> {
 /// Serves every CRD already in the store (a durable store reopened): what a restarted
 /// kube-apiserver's apiextensions controllers do.
 pub(crate) fn serve_stored(app: &App) {
+    // A CRD being deleted is served too, as kube-apiserver serves it: its custom resources must
+    // be found to be deleted, and those held by finalizers read and released by their controllers.
     for crd in stored_crds(app) {
-        if crd["metadata"].get("deletionTimestamp").is_none() {
-            serve(app, &crd);
-        }
+        serve(app, &crd);
     }
 }
 

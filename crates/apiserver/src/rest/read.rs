@@ -566,9 +566,10 @@ pub(super) fn watch(
     } else {
         WatchStart::After(parse_version(version)?)
     };
-    let timeout = match int_param(query, "timeoutSeconds")? {
-        // Zero or less ends the watch at once; beyond a decade is as good as forever, and
-        // keeps the deadline within what a clock can hold.
+    let timeout = match int_param(query, "timeoutSeconds")?.filter(|seconds| *seconds != 0) {
+        // Less than zero ends the watch at once (zero is the default, as in kube-apiserver);
+        // beyond a decade is as good as forever, and keeps the deadline within what a clock
+        // can hold.
         Some(seconds) => {
             Duration::from_secs(u64::try_from(seconds).unwrap_or(0).min(MAX_WATCH_SECONDS))
         }

@@ -55,14 +55,18 @@ impl ApiError {
         )
     }
 
-    /// 405 MethodNotAllowed: custom resources of a CRD being deleted may not be created.
-    pub fn crd_terminating(kind: &ResourceKind) -> Self {
+    /// 403 Forbidden: custom resources of a CRD being deleted may not be created (kube-apiserver
+    /// 1.34 and later; earlier ones answered 405).
+    pub fn crd_terminating(kind: &ResourceKind, name: &str) -> Self {
         let mut error = Self::new(
-            405,
-            "MethodNotAllowed",
-            "create not allowed while custom resource definition is terminating",
+            403,
+            "Forbidden",
+            format!(
+                "{} {name:?} is forbidden: create not allowed while custom resource definition is terminating",
+                kind.qualified_name()
+            ),
         );
-        error.details = Some(json!({"group": kind.group, "kind": kind.plural}));
+        error.details = Some(json!({"name": name, "group": kind.group, "kind": kind.plural}));
         error
     }
 

@@ -240,12 +240,15 @@ pub(super) async fn create(
     request: Request,
 ) -> Result<Response, ApiError> {
     let kind = encoding.kind;
-    if kind.custom.is_some() && crd::defining_crd_terminating(app, kind) {
-        return Err(ApiError::crd_terminating(kind));
-    }
     let options = WriteOptions::parse(Verb::Create, query, None)?;
     let manager = manager_name(&options, &request);
     let mut decoded = object_body(app, kind, namespace, &options, request).await?;
+    if kind.custom.is_some() && crd::defining_crd_terminating(app, kind) {
+        let name = decoded.object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        return Err(ApiError::crd_terminating(kind, name));
+    }
     if kind.create_only {
         return super::review::create(app, kind, decoded.object);
     }
@@ -614,12 +617,15 @@ pub(super) async fn guaranteed_update(
             Err(StoreError::NotFound { .. }) if retry && write.allow_create => {}
             Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
             Ok((stored, created)) => {
-                if kind.is_crd()
-                    && !status_only
-                    && !dry_run
-                    && let Some(established) = crd::serve(app, &stored)
-                {
-                    return Ok((established, created));
+                if kind.is_crd() && !dry_run {
+                    // An update that took off a deleted CRD's last finalizer removed it.
+                    if app.store.get(kind, "", name).is_err() {
+                        crd::stop_serving(app, &stored);
+                        return Ok((stored, created));
+                    }
+                    if !status_only && let Some(established) = crd::serve(app, &stored) {
+                        return Ok((established, created));
+                    }
                 }
                 return Ok((stored, created));
             }

@@ -901,12 +901,8 @@ impl Store {
             Arc::clone(&object),
             previous,
         ));
+        // Older history is let go in `publish`, once the change is sure to stay.
         state.history.push_back(Arc::clone(&event));
-        while state.history.len() > self.config.history {
-            if let Some(dropped) = state.history.pop_front() {
-                state.compacted = dropped.resource_version;
-            }
-        }
         state.unpublished.push((event, name.to_string()));
         object
     }
@@ -949,6 +945,11 @@ impl Store {
                 && let Err(error) = data.snapshot(state.resource_version, &state.objects)
             {
                 tracing::warn!(%error, "could not write a snapshot; the log grows until the next one");
+            }
+        }
+        while state.history.len() > self.config.history {
+            if let Some(dropped) = state.history.pop_front() {
+                state.compacted = dropped.resource_version;
             }
         }
         for (event, _) in changes {

@@ -1129,13 +1129,10 @@ async fn deleting_a_crd_deletes_its_custom_resources_first_and_waits_for_their_f
     let refused = create(&client, widget("late", json!({})))
         .await
         .unwrap_err();
-    assert_eq!(
-        (refused.code, refused.reason.as_str()),
-        (405, "MethodNotAllowed")
-    );
+    assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
     assert_eq!(
         refused.message,
-        "create not allowed while custom resource definition is terminating"
+        "widgets.example.com \"late\" is forbidden: create not allowed while custom resource definition is terminating"
     );
 
     // The plain one goes; the held one is marked, and holds the CRD.
@@ -1170,6 +1167,11 @@ async fn deleting_a_crd_deletes_its_custom_resources_first_and_waits_for_their_f
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(get(&client, &crd).await.unwrap_err().code, 404);
+    assert_eq!(
+        get(&client, WIDGETS).await.unwrap_err().code,
+        404,
+        "no longer served"
+    );
     // Made again, the CRD starts empty.
     widgets(
         &client,

@@ -58,8 +58,15 @@ fn name_problems(
     message: &str,
     prefix: bool,
 ) -> Vec<String> {
+    // apimachinery's `maskTrailingDash`: a prefix's trailing `-` (and the character before it)
+    // stand for the generated suffix.
     let text = match text.strip_suffix('-') {
-        Some(stem) if prefix => format!("{stem}a"),
+        Some(stem) if prefix && text.len() > 1 => {
+            let mut masked = stem.to_string();
+            masked.pop();
+            masked.push('a');
+            masked
+        }
         _ => text.to_string(),
     };
     let mut problems = Vec::new();

@@ -116,11 +116,12 @@ impl Cidr {
     }
 }
 
-/// Whether `address` is link-local multicast (`224.0.0.0/24`, `ff02::/16`).
+/// Whether `address` is link-local multicast (`224.0.0.0/24`; `ff02::/16` with any flags, as Go
+/// tests it).
 fn is_link_local_multicast(address: IpAddr) -> bool {
     match address {
         IpAddr::V4(v4) => v4.octets()[..3] == [224, 0, 0],
-        IpAddr::V6(v6) => v6.segments()[0] == 0xff02,
+        IpAddr::V6(v6) => v6.segments()[0] & 0xff0f == 0xff02,
     }
 }
 
