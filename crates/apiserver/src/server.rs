@@ -366,7 +366,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let health = matches!(request.uri().path(), "/healthz" | "/livez" | "/readyz");
+        let health = crate::rest::is_health(request.uri().path());
         let answer = health.then(|| router.clone().call(request.map(axum::body::Body::new)));
         async move {
             match answer {

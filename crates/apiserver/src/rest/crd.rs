@@ -91,9 +91,7 @@ fn string_list(list: &Value) -> Vec<String> {
 /// as stored with its new status (`None` when its status was already that, or it changed
 /// meanwhile).
 pub(super) fn serve(app: &App, crd: &Value) -> Option<Arc<StoredObject>> {
-    let crds = app
-        .registry
-        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")?;
+    let crds = crd_kind(app)?;
     let name = crd["metadata"]["name"].as_str()?;
     let group = crd["spec"]["group"].as_str()?;
     let (others, _) = app.store.list(&crds, None);
@@ -294,10 +292,7 @@ impl Naming {
 /// custom resources are deleted (those held by finalizers of their own are marked and waited
 /// for), and once none is left the CRD goes and its resources are no longer served.
 pub(crate) fn clean_up_deleted(app: &App) {
-    let Some(crds) = app
-        .registry
-        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-    else {
+    let Some(crds) = crd_kind(app) else {
         return;
     };
     for crd in app.store.crds_to_clean_up(&crds) {
@@ -334,22 +329,19 @@ pub(crate) fn clean_up_deleted(app: &App) {
 /// Whether the CRD that defines `kind` is being deleted: its custom resources may not be
 /// created meanwhile.
 pub(super) fn defining_crd_terminating(app: &App, kind: &ResourceKind) -> bool {
-    let Some(crds) = app
-        .registry
-        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-    else {
-        return false;
-    };
-    let name = format!("{}.{}", kind.plural, kind.group);
     app.store
-        .get(&crds, "", &name)
-        .is_ok_and(|crd| crate::storage::is_terminating(&crd))
+        .is_crd_terminating(&format!("{}.{}", kind.plural, kind.group))
+}
+
+/// The CustomResourceDefinition resource itself.
+fn crd_kind(app: &App) -> Option<ResourceKind> {
+    app.registry
+        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 }
 
 /// Every CRD in the store.
 fn stored_crds(app: &App) -> Vec<Arc<StoredObject>> {
-    app.registry
-        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    crd_kind(app)
         .map(|crds| app.store.list(&crds, None).0)
         .unwrap_or_default()
 }

@@ -211,15 +211,17 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     {
         return ApiError::unauthorized().response();
     }
-    let health = matches!(request.uri().path(), "/healthz" | "/livez" | "/readyz");
-    let answer = if is_long_running(&request) || health {
-        route(&app, request).await
+    let query = parse_query(request.uri().query());
+    let answer = if is_long_running(request.uri().path(), &query) || is_health(request.uri().path())
+    {
+        route(&app, request, query).await
     } else {
         let Ok(_place) = app.in_flight.admit(request.method()) else {
             return too_many_requests();
         };
         // A slow body counts too: a client that declares more than it sends is answered.
-        match tokio::time::timeout(app.config.request_timeout, route(&app, request)).await {
+        let answer = route(&app, request, query);
+        match tokio::time::timeout(app.config.request_timeout, answer).await {
             Ok(answer) => answer,
             Err(_) => Err(ApiError::request_timeout()),
         }
@@ -248,13 +250,15 @@ pub(crate) fn too_many_requests() -> Response {
     response
 }
 
-/// Whether `request` may run for as long as it needs (kube-apiserver's long-running check): a
-/// watch, or a pod's `exec`, `attach`, `portforward`, `log` or a `proxy`.
-fn is_long_running(request: &Request) -> bool {
-    let path = request.uri().path();
-    let watch_param = parse_query(request.uri().query())
-        .get("watch")
-        .is_some_and(|value| value != "0" && !value.eq_ignore_ascii_case("false"));
+/// Whether `path` is a health endpoint: never turned away, never timed out.
+pub(crate) fn is_health(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz")
+}
+
+/// Whether a request for `path` with `query` may run for as long as it needs (kube-apiserver's
+/// long-running check): a watch, or a pod's `exec`, `attach`, `portforward`, `log` or a `proxy`.
+fn is_long_running(path: &str, query: &Query) -> bool {
+    let watch_param = is_true(query, "watch");
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let watch_path = matches!(
         segments.as_slice(),
@@ -267,10 +271,9 @@ fn is_long_running(request: &Request) -> bool {
     watch_param || watch_path || streaming
 }
 
-async fn route(app: &Arc<App>, request: Request) -> Result<Response, ApiError> {
+async fn route(app: &Arc<App>, request: Request, query: Query) -> Result<Response, ApiError> {
     let method = request.method().clone();
     let path = request.uri().path().trim_end_matches('/').to_string();
-    let query = parse_query(request.uri().query());
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let get_only = |body: serde_json::Value| -> Result<Response, ApiError> {
         if method == Method::GET {

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::meta::now_timestamp;
 use super::{Deleted, Store, StoreError, StoredObject};
-use crate::resource::ResourceKind;
+use crate::resource::{ResourceKey, ResourceKind};
 
 /// The finalizer that holds a deleted CRD until its custom resources are gone.
 pub const CRD_CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -56,6 +56,21 @@ pub fn is_terminating(crd: &Value) -> bool {
 }
 
 impl Store {
+    /// Whether the CRD `name` is being deleted: a lookup in the store alone, as every create
+    /// of a custom resource asks it.
+    pub fn is_crd_terminating(&self, name: &str) -> bool {
+        let crds = ResourceKey {
+            group: "apiextensions.k8s.io".to_string(),
+            plural: "customresourcedefinitions".to_string(),
+        };
+        self.state
+            .lock()
+            .objects
+            .get(&crds)
+            .and_then(|crds| crds.get(&(String::new(), name.to_string())))
+            .is_some_and(|crd| is_terminating(crd))
+    }
+
     /// The CRDs being deleted whose custom resources are still to be cleaned up.
     pub fn crds_to_clean_up(&self, crds: &ResourceKind) -> Vec<Arc<StoredObject>> {
         let (all, _) = self.list(crds, None);

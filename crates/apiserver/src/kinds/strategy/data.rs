@@ -6,6 +6,38 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use crate::custom::{FieldError, FieldErrorKind};
+use crate::resource::ResourceKind;
+
+/// The two kinds whose data is checked here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DataKind {
+    ConfigMap,
+    Secret,
+}
+
+impl DataKind {
+    /// Which of the two `kind` is, if either.
+    pub(super) fn of(kind: &ResourceKind) -> Option<Self> {
+        match (kind.group.as_str(), kind.plural.as_str(), kind.is_builtin()) {
+            ("", "configmaps", true) => Some(Self::ConfigMap),
+            ("", "secrets", true) => Some(Self::Secret),
+            _ => None,
+        }
+    }
+
+    /// The errors of `object` of this kind.
+    pub(super) fn errors(self, object: &Value) -> Vec<FieldError> {
+        match self {
+            Self::ConfigMap => config_map_errors(object),
+            Self::Secret => secret_errors(object),
+        }
+    }
+
+    /// What an update of `old` to `new` may not change.
+    pub(super) fn update_errors(self, new: &Value, old: &Value) -> Vec<FieldError> {
+        update_errors(new, old, self == Self::Secret)
+    }
+}
 
 /// The most data one ConfigMap or Secret may hold (`MaxSecretSize`).
 const DATA_LIMIT: usize = 1024 * 1024;
@@ -71,7 +103,7 @@ fn too_long(field: &str) -> FieldError {
 }
 
 /// A ConfigMap's errors.
-pub(super) fn config_map_errors(object: &Value) -> Vec<FieldError> {
+fn config_map_errors(object: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let data = entries(object, "data");
     let binary = entries(object, "binaryData");
@@ -109,7 +141,7 @@ pub(super) fn config_map_errors(object: &Value) -> Vec<FieldError> {
 }
 
 /// A Secret's errors.
-pub(super) fn secret_errors(object: &Value) -> Vec<FieldError> {
+fn secret_errors(object: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Some(data) = entries(object, "data") {
         key_errors("data", data, &mut errors);
@@ -126,7 +158,7 @@ pub(super) fn secret_errors(object: &Value) -> Vec<FieldError> {
 
 /// What an update of an `immutable` ConfigMap or Secret may not change; a Secret's `type`
 /// never changes.
-pub(super) fn update_errors(new: &Value, old: &Value, secret: bool) -> Vec<FieldError> {
+fn update_errors(new: &Value, old: &Value, secret: bool) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if secret && new.get("type") != old.get("type") {
         let shown = new.get("type").cloned().unwrap_or(Value::from(""));

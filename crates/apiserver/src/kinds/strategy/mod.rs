@@ -11,6 +11,7 @@ mod service;
 
 use serde_json::{Map, Value};
 
+use self::data::DataKind;
 pub(crate) use self::service::{KUBERNETES_SERVICE_IP, ServiceAllocations};
 use crate::custom::{self, FieldError};
 use crate::resource::ResourceKind;
@@ -98,10 +99,8 @@ pub(crate) fn validate_create(kind: &ResourceKind, object: &Value) -> Result<(),
     if kind.is_crd() {
         return refuse(kind, object, custom::definition::validate(object));
     }
-    match (kind.group.as_str(), kind.plural.as_str(), kind.is_builtin()) {
-        ("", "configmaps", true) => return refuse(kind, object, data::config_map_errors(object)),
-        ("", "secrets", true) => return refuse(kind, object, data::secret_errors(object)),
-        _ => {}
+    if let Some(data) = DataKind::of(kind) {
+        return refuse(kind, object, data.errors(object));
     }
     let Some(version) = &kind.custom else {
         return Ok(());
@@ -119,18 +118,9 @@ pub(crate) fn validate_update(
     if kind.is_crd() && !status_only {
         return refuse(kind, new, custom::definition::validate_update(new, old));
     }
-    let secret = match (kind.group.as_str(), kind.plural.as_str(), kind.is_builtin()) {
-        ("", "configmaps", true) => Some(false),
-        ("", "secrets", true) => Some(true),
-        _ => None,
-    };
-    if let Some(secret) = secret {
-        let mut errors = data::update_errors(new, old, secret);
-        errors.extend(if secret {
-            data::secret_errors(new)
-        } else {
-            data::config_map_errors(new)
-        });
+    if let Some(data) = DataKind::of(kind) {
+        let mut errors = data.update_errors(new, old);
+        errors.extend(data.errors(new));
         return refuse(kind, new, errors);
     }
     let Some(version) = &kind.custom else {

@@ -81,7 +81,6 @@ fn name_problems(
 
 /// What is wrong with `text` as `format`; empty when nothing is.
 fn problems(format: &str, text: &str) -> Vec<String> {
-    let dns1123_label = |text: &str| is_dns1123_label(text);
     let dns1035_label = |text: &str| !text.is_empty() && is_dns1035_label(text);
     let other = |message: &str| {
         if is_valid(format, text) == Some(true) {
@@ -94,7 +93,7 @@ fn problems(format: &str, text: &str) -> Vec<String> {
         "dns1123Label" | "dns1123LabelPrefix" => name_problems(
             text,
             63,
-            dns1123_label,
+            is_dns1123_label,
             DNS1123_LABEL_MESSAGE,
             format.ends_with("Prefix"),
         ),

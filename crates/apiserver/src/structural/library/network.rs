@@ -50,12 +50,17 @@ fn parse_ip(text: &str) -> Result<IpAddr, String> {
     let address: IpAddr = text.parse().map_err(|_| {
         format!("IP Address {text:?} parse error during conversion from string: ParseAddr({text:?}): unable to parse IP")
     })?;
-    if let IpAddr::V6(v6) = address
-        && v6.to_ipv4_mapped().is_some()
-    {
-        return Err(format!("IPv4-mapped IPv6 address {text:?} is not allowed"));
+    refuse_mapped(address, text)
+}
+
+/// `address`, unless it is an IPv4 address mapped into IPv6, which kube refuses.
+fn refuse_mapped(address: IpAddr, text: &str) -> Result<IpAddr, String> {
+    match address {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => {
+            Err(format!("IPv4-mapped IPv6 address {text:?} is not allowed"))
+        }
+        _ => Ok(address),
     }
-    Ok(address)
 }
 
 /// Reads a prefix as kube's `cidr()` does.
@@ -71,12 +76,7 @@ fn parse_cidr(text: &str) -> Result<Cidr, String> {
             "network address {text:?} with zone value is not allowed"
         ));
     }
-    let address: IpAddr = address.parse().map_err(|_| wrong())?;
-    if let IpAddr::V6(v6) = address
-        && v6.to_ipv4_mapped().is_some()
-    {
-        return Err(format!("IPv4-mapped IPv6 address {text:?} is not allowed"));
-    }
+    let address = refuse_mapped(address.parse().map_err(|_| wrong())?, text)?;
     // Decimal digits only, with no leading zero (as Go's `netip.ParsePrefix` reads them).
     let canonical =
         bits == "0" || (!bits.starts_with('0') && bits.bytes().all(|b| b.is_ascii_digit()));
