@@ -53,7 +53,10 @@ pub use list_watch::{
 };
 pub use lister::{Lister, NamespaceLister};
 pub use metadata::MetadataListerWatcher;
-pub use reflector::{INITIAL_EVENTS_END_ANNOTATION, Reflector, ReflectorOptions};
+pub use reflector::{
+    DEFAULT_PAGE_SIZE, INITIAL_EVENTS_END_ANNOTATION, MIN_WATCH_TIMEOUT_FLOOR, Reflector,
+    ReflectorOptions,
+};
 pub use reflector_error::{ReflectorError, WatchErrorHandler};
 pub use reflector_store::ReflectorStore;
 pub use shared_informer::{

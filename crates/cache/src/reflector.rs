@@ -32,15 +32,28 @@ use crate::reflector_store::ReflectorStore;
 /// The annotation on the bookmark that ends a streaming initial list.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 
+/// Objects per list page when [`ReflectorOptions::page_size`] is not set (client-go's pager
+/// default).
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+
+/// The least [`ReflectorOptions::min_watch_timeout`] a reflector honors (client-go's
+/// `defaultMinWatchTimeout`): shorter watches would only multiply reconnects.
+pub const MIN_WATCH_TIMEOUT_FLOOR: Duration = Duration::from_secs(300);
+
 /// How a [`Reflector`] lists and watches.
 #[derive(Debug, Clone)]
 pub struct ReflectorOptions {
     /// A name for logs and errors.
     pub name: String,
-    /// Objects per list page (client-go's pager default, 500).
+    /// Objects per list page, client-go's `WatchListPageSize`. `0` (the default) leaves it to
+    /// the reflector: lists from the beginning are paged by the pager's default of
+    /// [`DEFAULT_PAGE_SIZE`], and relists at a known resourceVersion are not paged (they are
+    /// served whole from the server's watch cache) unless the server paged the first list. A
+    /// size set here pages every list, relists included.
     pub page_size: u32,
-    /// Watches time out after a random duration in `[min_watch_timeout, 2·min_watch_timeout)`
-    /// (default 5 minutes), spreading reconnects over time.
+    /// Watches time out after a random duration in `[min_watch_timeout, 2·min_watch_timeout)`,
+    /// spreading reconnects over time. As in client-go, values below 5 minutes (the default)
+    /// are not honored: the minimum is never less than [`MIN_WATCH_TIMEOUT_FLOOR`].
     pub min_watch_timeout: Duration,
     /// Start with a streaming list (`sendInitialEvents=true`), falling back to list + watch on
     /// any error.
@@ -57,8 +70,8 @@ impl Default for ReflectorOptions {
     fn default() -> Self {
         Self {
             name: "reflector".to_owned(),
-            page_size: 500,
-            min_watch_timeout: Duration::from_secs(300),
+            page_size: 0,
+            min_watch_timeout: MIN_WATCH_TIMEOUT_FLOOR,
             use_watch_list: false,
             label_selector: None,
             field_selector: None,
@@ -225,14 +238,17 @@ where
 
     async fn list(&self, cancel: &CancellationToken) -> Result<(), ReflectorError> {
         let resource_version = self.relist_resource_version();
-        // Lists at a specific version are served whole from the watch cache, so they are only
-        // paginated when the server paginated the first list at "0".
-        let paginate = self.state.lock().paginated_result
-            || resource_version.is_empty()
-            || resource_version == "0";
-        let page_size = paginate
-            .then_some(self.options.page_size)
-            .filter(|&n| n > 0);
+        // As client-go's reflector: a configured page size pages every list. Otherwise lists at
+        // a specific version are served whole from the watch cache, so they are only paged
+        // when the server paged the first list at "0".
+        let page_size = if self.options.page_size > 0 {
+            Some(self.options.page_size)
+        } else {
+            let paginate = self.state.lock().paginated_result
+                || resource_version.is_empty()
+                || resource_version == "0";
+            paginate.then_some(DEFAULT_PAGE_SIZE)
+        };
         let first = tokio::select! {
             result = self.list_pages(&resource_version, page_size) => result,
             () = cancel.cancelled() => return Ok(()),
@@ -345,7 +361,11 @@ where
     }
 
     fn watch_params(&self) -> WatchParams {
-        let min = self.options.min_watch_timeout.as_secs();
+        let min = self
+            .options
+            .min_watch_timeout
+            .max(MIN_WATCH_TIMEOUT_FLOOR)
+            .as_secs();
         let timeout = min + (fastrand::f64() * min as f64) as u64;
         WatchParams {
             label_selector: self.options.label_selector.clone(),

@@ -276,8 +276,10 @@ where
         self
     }
 
-    /// Uses `limiter` instead of client-go's default (per-key exponential 5 ms … 1000 s, and an
-    /// overall 10 qps bucket of 100).
+    /// Uses `limiter` for failed keys instead of the default: per-key exponential backoff from
+    /// 5 ms to 1000 s and no overall bucket (controller-runtime's priority queue default;
+    /// client-go's `DefaultControllerRateLimiter` adds a 10 qps bucket of 100, which
+    /// [`ctrlkit_workqueue::default_controller_rate_limiter`] builds).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<String> + 'static) -> Self {
         self.rate_limiter = Some(Box::new(move |builder: QueueBuilder| {
             builder.rate_limiter(limiter)

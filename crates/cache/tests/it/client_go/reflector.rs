@@ -624,7 +624,12 @@ async fn a_watch_that_ends_is_resumed_from_the_last_version_without_relisting() 
 
 #[tokio::test(start_paused = true)]
 async fn watch_timeouts_are_random_between_the_minimum_and_twice_it() {
-    for (min, expected_min_secs) in [(None, 300), (Some(Duration::from_secs(30 * 60)), 30 * 60)] {
+    // As client-go's: a minimum under 5 minutes is not honored.
+    for (min, expected_min_secs) in [
+        (None, 300),
+        (Some(Duration::from_secs(30 * 60)), 30 * 60),
+        (Some(Duration::from_secs(10)), 300),
+    ] {
         let lw = Clocked::new();
         lw.script.push_list(listed("10", vec![]));
         for i in 0..5 {
@@ -984,6 +989,24 @@ async fn a_relist_at_a_version_is_unpaginated_when_the_first_list_came_whole() {
     // Served whole from the watch cache: no limit (a limit would send it to etcd).
     assert_eq!(lw.lists(), ["0", "10"]);
     assert_eq!(lw.list_limits(), [Some(500), None]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configured_page_size_pages_a_relist_at_a_version_too() {
+    // client-go's reflector: a set WatchListPageSize wins over listing whole from the cache.
+    let lw = Clocked::new();
+    lw.script.push_list(listed("10", numbered_pods(0, 3)));
+    lw.script.push_list(listed("10", numbered_pods(0, 3)));
+    let store = indexer();
+    let options = ReflectorOptions {
+        page_size: 7,
+        ..options()
+    };
+    let (reflector, _) = new_reflector(&lw, Arc::new(store.clone()), options);
+    round(&reflector, || lw.watches().len() == 1).await.unwrap();
+    round(&reflector, || lw.watches().len() == 2).await.unwrap();
+    assert_eq!(lw.lists(), ["0", "10"]);
+    assert_eq!(lw.list_limits(), [Some(7), Some(7)]);
 }
 
 #[tokio::test(start_paused = true)]
