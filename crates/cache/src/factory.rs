@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
-use kube::core::NamespaceResourceScope;
+use kube::core::{ApiResource, DynamicObject, NamespaceResourceScope};
 use kube::{Api, Client, Resource};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -142,6 +142,22 @@ impl SharedInformerFactory {
             + 'static,
     {
         self.informer_for(Api::<K>::namespaced(self.client.clone(), namespace))
+    }
+
+    /// The informer for objects of a kind known only at run time (a custom resource found
+    /// through discovery), across all namespaces, as `DynamicObject`s.
+    ///
+    /// ```no_run
+    /// # fn doc(factory: &ctrlkit_cache::SharedInformerFactory) {
+    /// use kube::core::{ApiResource, GroupVersionKind};
+    ///
+    /// let databases = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Database"));
+    /// let informer = factory.dynamic_informer(&databases);
+    /// # let _ = informer;
+    /// # }
+    /// ```
+    pub fn dynamic_informer(&self, resource: &ApiResource) -> SharedIndexInformer<DynamicObject> {
+        self.informer_for(Api::all_with(self.client.clone(), resource))
     }
 
     /// The informer for whatever `api` addresses (any kind, including `DynamicObject`).

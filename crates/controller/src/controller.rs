@@ -17,17 +17,22 @@ use ctrlkit_workqueue::{
     AddOpts, LOW_PRIORITY, MetricsConfig, PriorityQueue, PriorityQueueBuilder,
     PrometheusMetricsProvider, RateLimiter,
 };
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
 use kube::Resource;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::action::ReconcileError;
 use crate::endpoint::Health;
-use crate::mapper::controller_owner_key;
+use crate::events::EventRecorder;
+use crate::mapper::owner_key;
 use crate::metrics::{ControllerMetrics, ReconcileMetrics, ReconcileResult};
+use crate::predicate::{Predicate, Predicates};
+use crate::reason::{PendingReasons, ReconcileReason, key_ref, object_ref};
 use crate::reconciler::{Context, Reconciler};
 
 /// Why a controller could not run.
@@ -48,7 +53,10 @@ pub enum ControllerError {
 /// Called once for a key given up after too many failures: log it, record an event, park it.
 pub type DeadLetter = Arc<dyn Fn(&str, &ReconcileError) + Send + Sync>;
 
-type Registration = Box<dyn FnOnce(&PriorityQueue<String>) -> Result<(), InformerError> + Send>;
+/// Registers one watch's event handler, feeding the queue.
+type Registration = Box<dyn FnOnce(&Enqueue) -> Result<(), InformerError> + Send>;
+/// Feeds the queue from outside the informers until the controller stops.
+type Source = Box<dyn FnOnce(Enqueue, CancellationToken) -> BoxFuture<'static, ()> + Send>;
 /// Waits until one informer has synced; `false` when cancelled first.
 type Synced = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, bool> + Send + Sync>;
 type QueueBuilder = PriorityQueueBuilder<String>;
@@ -61,12 +69,61 @@ type Elect = Box<
         + Send,
 >;
 
+/// The queue as the event handlers and sources see it: every key goes in with the reason that
+/// sent it.
+#[derive(Clone)]
+pub(crate) struct Enqueue {
+    queue: PriorityQueue<String>,
+    reasons: Arc<PendingReasons>,
+}
+
+impl Enqueue {
+    fn add(&self, key: String, priority: i32, reason: impl FnOnce() -> ReconcileReason) {
+        self.reasons.note(&key, reason);
+        self.queue.add_with_opts(key, AddOpts::priority(priority));
+    }
+}
+
+/// Queues keys of a controller's primary objects from outside: a webhook, a timer, a message
+/// from another system. Cloning shares it; it works before the controller runs (the keys wait)
+/// and does nothing after it stopped.
+///
+/// ```no_run
+/// # use ctrlkit_controller::Controller;
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+/// # fn doc(controller: &Controller<ConfigMap>) {
+/// let trigger = controller.trigger();
+/// trigger.trigger("default/settings");
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Trigger(mpsc::UnboundedSender<Triggered>);
+
+/// A key queued by a [`Trigger`], and why.
+type Triggered = (String, ReconcileReason);
+
+impl Trigger {
+    /// Queues `key` (`namespace/name`, or `name` for cluster-scoped objects). `false` when the
+    /// controller has stopped.
+    pub fn trigger(&self, key: impl Into<String>) -> bool {
+        self.trigger_with_reason(key, "external trigger")
+    }
+
+    /// Queues `key`, with `reason` for the reconcile's span and [`Context::reason`].
+    pub fn trigger_with_reason(&self, key: impl Into<String>, reason: &str) -> bool {
+        self.0
+            .send((key.into(), ReconcileReason::Custom(reason.to_owned())))
+            .is_ok()
+    }
+}
+
 /// A controller for primary objects of kind `K`; client-go's sample-controller loop, and
 /// controller-runtime's builder, in one.
 ///
 /// ```no_run
 /// use std::time::Duration;
 /// use ctrlkit_cache::SharedInformerFactory;
+/// use ctrlkit_controller::predicate::GenerationChanged;
 /// use ctrlkit_controller::{Action, Context, Controller, ReconcileError, Reconciler};
 /// use k8s_openapi::api::apps::v1::Deployment;
 /// use k8s_openapi::api::core::v1::Pod;
@@ -75,8 +132,8 @@ type Elect = Box<
 /// struct Echo;
 ///
 /// impl Reconciler for Echo {
-///     async fn reconcile(&self, key: &str, _ctx: &Context) -> Result<Action, ReconcileError> {
-///         println!("reconciling {key}");
+///     async fn reconcile(&self, key: &str, ctx: &Context) -> Result<Action, ReconcileError> {
+///         println!("reconciling {key}: {}", ctx.reason);
 ///         Ok(Action::done())
 ///     }
 /// }
@@ -85,6 +142,7 @@ type Elect = Box<
 /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
 /// let cancel = CancellationToken::new();
 /// let controller = Controller::new("deployments", factory.informer::<Deployment>())
+///     .predicate(GenerationChanged)
 ///     .owns(factory.informer::<Pod>())
 ///     .workers(4);
 /// factory.start(&cancel);
@@ -92,11 +150,19 @@ type Elect = Box<
 /// # }
 /// ```
 #[must_use]
-pub struct Controller<K: Clone> {
+pub struct Controller<K: Resource + Clone> {
     name: String,
-    /// The primary resource: its informer lives on in the registrations and sync checks.
-    primary: std::marker::PhantomData<fn() -> K>,
+    /// The primary kind's type information (`()` for typed kinds, an `ApiResource` for
+    /// `DynamicObject`s).
+    types: K::DynamicType,
+    primary: SharedIndexInformer<K>,
+    predicates: Predicates<K>,
     registrations: Vec<Registration>,
+    sources: Vec<Source>,
+    triggers: (
+        mpsc::UnboundedSender<Triggered>,
+        mpsc::UnboundedReceiver<Triggered>,
+    ),
     synced: Vec<Synced>,
     workers: usize,
     reconcile_timeout: Option<Duration>,
@@ -106,9 +172,10 @@ pub struct Controller<K: Clone> {
     health: Health,
     metrics: ControllerMetrics,
     queue_metrics: Option<Arc<PrometheusMetricsProvider>>,
+    recorder: Option<EventRecorder>,
 }
 
-impl<K: Clone> Debug for Controller<K> {
+impl<K: Resource + Clone> Debug for Controller<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Controller")
             .field("name", &self.name)
@@ -139,50 +206,51 @@ fn key_of<T: Resource>(object: &T) -> Option<String> {
     }
 }
 
+/// Resyncs redeliver the cached object unchanged: they go behind real changes, as
+/// controller-runtime queues them.
+fn update_priority<T: Resource>(old: &T, new: &T) -> i32 {
+    if old.meta().resource_version == new.meta().resource_version {
+        LOW_PRIORITY
+    } else {
+        0
+    }
+}
+
+fn initial_priority(initial: bool) -> i32 {
+    if initial { LOW_PRIORITY } else { 0 }
+}
+
 impl<K> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
 {
     /// A controller named `name` reconciling the objects `informer` caches: every add, update
-    /// and delete puts the object's key on the queue (adds from the initial list at low
-    /// priority, so real changes go first after a restart).
+    /// and delete puts the object's key on the queue (adds from the initial list and resyncs at
+    /// low priority, so real changes go first).
     pub fn new(name: &str, informer: SharedIndexInformer<K>) -> Self {
-        let primary = informer.clone();
-        let registration: Registration = Box::new(move |queue: &PriorityQueue<String>| {
-            let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue.clone());
-            primary.add_event_handler(
-                ResourceEventHandlerFuncs::new()
-                    .on_add(move |object: &Arc<K>, initial| {
-                        if let Some(key) = key_of(object.as_ref()) {
-                            let priority = if initial { LOW_PRIORITY } else { 0 };
-                            on_add.add_with_opts(key, AddOpts::priority(priority));
-                        }
-                    })
-                    .on_update(move |_, object: &Arc<K>| {
-                        if let Some(key) = key_of(object.as_ref()) {
-                            on_update.add(key);
-                        }
-                    })
-                    .on_delete(move |gone: &ObjectOrTombstone<K>| {
-                        let key = match gone {
-                            ObjectOrTombstone::Object(object) => key_of(object.as_ref()),
-                            ObjectOrTombstone::Tombstone(tombstone) => {
-                                deletion_handling_meta_namespace_key(gone)
-                                    .ok()
-                                    .or_else(|| Some(tombstone.key.clone()))
-                            }
-                        };
-                        if let Some(key) = key {
-                            on_delete.add(key);
-                        }
-                    }),
-            )?;
-            Ok(())
-        });
+        Self::new_with(name, informer, ())
+    }
+}
+
+impl<K> Controller<K>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Send + Sync + 'static,
+{
+    /// A controller of a kind known at run time: `types` describes it (for `DynamicObject`,
+    /// the `ApiResource`; see [`SharedInformerFactory::dynamic_informer`]). Otherwise as
+    /// [`new`](Controller::new).
+    ///
+    /// [`SharedInformerFactory::dynamic_informer`]: ctrlkit_cache::SharedInformerFactory::dynamic_informer
+    pub fn new_with(name: &str, informer: SharedIndexInformer<K>, types: K::DynamicType) -> Self {
         Self {
             name: name.to_owned(),
-            primary: std::marker::PhantomData,
-            registrations: vec![registration],
+            types,
+            primary: informer.clone(),
+            predicates: Predicates::default(),
+            registrations: Vec::new(),
+            sources: Vec::new(),
+            triggers: mpsc::unbounded_channel(),
             synced: vec![synced_by(informer)],
             workers: 1,
             reconcile_timeout: None,
@@ -192,64 +260,182 @@ where
             health: Health::default(),
             metrics: ControllerMetrics::default(),
             queue_metrics: None,
+            recorder: None,
         }
+    }
+
+    /// Gives every reconcile `recorder` ([`Context::recorder`]) to publish events with.
+    pub fn event_recorder(mut self, recorder: EventRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Reconciles only the events of primary objects that `predicate` passes; with several,
+    /// all must pass (controller-runtime's `WithPredicates` on `For`). See [`crate::predicate`].
+    pub fn predicate(mut self, predicate: impl Predicate<K>) -> Self {
+        self.predicates.push(predicate);
+        self
     }
 
     /// Also reconciles the owner of every object `informer` caches whose controller owner
     /// reference points at a `K` (a Deployment owned by a Foo, the Pods of a ReplicaSet).
     pub fn owns<C>(self, informer: SharedIndexInformer<C>) -> Self
     where
-        C: Resource + Clone + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
     {
-        self.watches(informer, |child: &C| {
-            controller_owner_key::<K, C>(child).into_iter().collect()
+        self.owns_with(informer, (), Predicates::default())
+    }
+
+    /// [`owns`](Self::owns), for the events `predicate` passes only.
+    pub fn owns_filtered<C>(
+        self,
+        informer: SharedIndexInformer<C>,
+        predicate: impl Predicate<C>,
+    ) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    {
+        let mut predicates = Predicates::default();
+        predicates.push(predicate);
+        self.owns_with(informer, (), predicates)
+    }
+
+    /// [`owns`](Self::owns) for owned objects of a kind known at run time (`DynamicObject`s
+    /// described by `types`), for the events `predicates` pass.
+    pub fn owns_with<C>(
+        self,
+        informer: SharedIndexInformer<C>,
+        types: C::DynamicType,
+        predicates: Predicates<C>,
+    ) -> Self
+    where
+        C: Resource + Clone + Debug + Send + Sync + 'static,
+        C::DynamicType: Clone + Send + Sync + 'static,
+    {
+        let (kind, api_version) = (
+            K::kind(&self.types).into_owned(),
+            K::api_version(&self.types).into_owned(),
+        );
+        self.watches_with(informer, types, predicates, move |child: &C| {
+            owner_key(&kind, &api_version, child).into_iter().collect()
         })
     }
 
     /// Also reconciles the keys `mapper` returns for every object `informer` caches (on add,
     /// update, and delete; on update both the old and the new object's keys).
     pub fn watches<C>(
-        mut self,
+        self,
         informer: SharedIndexInformer<C>,
         mapper: impl Fn(&C) -> Vec<String> + Send + Sync + 'static,
     ) -> Self
     where
-        C: Resource + Clone + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
     {
-        let mapper = Arc::new(mapper);
+        self.watches_with(informer, (), Predicates::default(), mapper)
+    }
+
+    /// [`watches`](Self::watches) for objects of any kind, typed or known at run time
+    /// (`types`), for the events `predicates` pass (all must pass; build them with
+    /// [`Predicates::new`] and [`Predicates::with`]).
+    pub fn watches_with<C>(
+        mut self,
+        informer: SharedIndexInformer<C>,
+        types: C::DynamicType,
+        predicates: Predicates<C>,
+        mapper: impl Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self
+    where
+        C: Resource + Clone + Debug + Send + Sync + 'static,
+        C::DynamicType: Clone + Send + Sync + 'static,
+    {
         let watched = informer.clone();
-        self.registrations
-            .push(Box::new(move |queue: &PriorityQueue<String>| {
-                let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue.clone());
-                let (map_add, map_update, map_delete) =
-                    (Arc::clone(&mapper), Arc::clone(&mapper), mapper);
-                watched.add_event_handler(
-                    ResourceEventHandlerFuncs::new()
-                        .on_add(move |object: &Arc<C>, initial| {
-                            let priority = if initial { LOW_PRIORITY } else { 0 };
-                            for key in map_add(object) {
-                                on_add.add_with_opts(key, AddOpts::priority(priority));
-                            }
-                        })
-                        .on_update(move |old: &Arc<C>, new: &Arc<C>| {
-                            for key in map_update(old).into_iter().chain(map_update(new)) {
-                                on_update.add(key);
-                            }
-                        })
-                        .on_delete(move |gone: &ObjectOrTombstone<C>| {
-                            let object = match gone {
-                                ObjectOrTombstone::Object(object) => Some(object),
-                                ObjectOrTombstone::Tombstone(tombstone) => tombstone.obj.as_ref(),
-                            };
-                            for key in object.into_iter().flat_map(|object| map_delete(object)) {
-                                on_delete.add(key);
-                            }
-                        }),
-                )?;
-                Ok(())
-            }));
+        let watch = Arc::new(Watch {
+            mapper,
+            predicates,
+            types,
+        });
+        self.registrations.push(Box::new(move |queue: &Enqueue| {
+            let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue.clone());
+            let (add, update, delete) = (Arc::clone(&watch), Arc::clone(&watch), watch);
+            watched.add_event_handler(
+                ResourceEventHandlerFuncs::new()
+                    .on_add(move |object: &Arc<C>, initial| {
+                        if add.predicates.create(object) {
+                            add.enqueue(&on_add, object, initial_priority(initial));
+                        }
+                    })
+                    .on_update(move |old: &Arc<C>, new: &Arc<C>| {
+                        if update.predicates.update(old, new) {
+                            let priority = update_priority(old.as_ref(), new.as_ref());
+                            update.enqueue(&on_update, old, priority);
+                            update.enqueue(&on_update, new, priority);
+                        }
+                    })
+                    .on_delete(move |gone: &ObjectOrTombstone<C>| {
+                        let object = match gone {
+                            ObjectOrTombstone::Object(object) => Some(object),
+                            ObjectOrTombstone::Tombstone(tombstone) => tombstone.obj.as_ref(),
+                        };
+                        if let Some(object) = object
+                            && delete.predicates.delete(object)
+                        {
+                            delete.enqueue(&on_delete, object, 0);
+                        }
+                    }),
+            )?;
+            Ok(())
+        }));
         self.synced.push(synced_by(informer));
         self
+    }
+
+    /// Reconciles every primary object in the cache each time `stream` yields (a changed
+    /// configuration, a periodic tick): kube-runtime's `reconcile_all_on`. Keys already waiting
+    /// are not queued twice.
+    pub fn reconcile_all_on<S>(mut self, stream: S) -> Self
+    where
+        S: Stream + Send + 'static,
+    {
+        let store = self.primary.get_store();
+        self.sources
+            .push(Box::new(move |queue: Enqueue, stop: CancellationToken| {
+                async move {
+                    let mut stream = std::pin::pin!(stream.take_until(stop.cancelled_owned()));
+                    while stream.next().await.is_some() {
+                        for key in store.list_keys() {
+                            queue.add(key, 0, || ReconcileReason::BulkReconcile);
+                        }
+                    }
+                }
+                .boxed()
+            }));
+        self
+    }
+
+    /// Reconciles each key (`namespace/name`, or `name`) `stream` yields: a channel or any
+    /// other source of keys outside the API server.
+    pub fn watches_stream<S>(mut self, stream: S) -> Self
+    where
+        S: Stream<Item = String> + Send + 'static,
+    {
+        self.sources
+            .push(Box::new(move |queue: Enqueue, stop: CancellationToken| {
+                async move {
+                    let mut stream = std::pin::pin!(stream.take_until(stop.cancelled_owned()));
+                    while let Some(key) = stream.next().await {
+                        queue.add(key, 0, || {
+                            ReconcileReason::Custom("stream event".to_owned())
+                        });
+                    }
+                }
+                .boxed()
+            }));
+        self
+    }
+
+    /// A handle that queues keys from outside ([`Trigger::trigger`]).
+    pub fn trigger(&self) -> Trigger {
+        Trigger(self.triggers.0.clone())
     }
 
     /// How many keys are reconciled at once (default 1; controller-runtime's
@@ -288,8 +474,9 @@ where
     }
 
     /// Reports metrics and health through `health` (see [`Health::serve`]): the reconcile
-    /// metrics, the work queue's (client-go's `workqueue_*` names, labelled with the
-    /// controller's name) and, with leader election, the election's.
+    /// metrics, the work queue's (client-go's `workqueue_*` names, labelled `name` and
+    /// `controller` with the controller's name, as controller-runtime) and, with leader
+    /// election, the election's.
     pub fn health(mut self, health: Health) -> Self {
         self.metrics = health.controller_metrics();
         self.queue_metrics = Some(health.queue_metrics());
@@ -323,30 +510,111 @@ where
         &self.health
     }
 
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The primary objects' event handler: their keys, through the controller's predicates.
+    fn primary_registration(&mut self) -> Registration {
+        let primary = self.primary.clone();
+        let predicates = Arc::new(std::mem::take(&mut self.predicates));
+        Box::new(move |queue: &Enqueue| {
+            let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue.clone());
+            let (add, update, delete) =
+                (Arc::clone(&predicates), Arc::clone(&predicates), predicates);
+            primary.add_event_handler(
+                ResourceEventHandlerFuncs::new()
+                    .on_add(move |object: &Arc<K>, initial| {
+                        if add.create(object)
+                            && let Some(key) = key_of(object.as_ref())
+                        {
+                            on_add.add(key, initial_priority(initial), || {
+                                ReconcileReason::ObjectUpdated
+                            });
+                        }
+                    })
+                    .on_update(move |old: &Arc<K>, new: &Arc<K>| {
+                        if update.update(old, new)
+                            && let Some(key) = key_of(new.as_ref())
+                        {
+                            let priority = update_priority(old.as_ref(), new.as_ref());
+                            on_update.add(key, priority, || ReconcileReason::ObjectUpdated);
+                        }
+                    })
+                    .on_delete(move |gone: &ObjectOrTombstone<K>| {
+                        let key = match gone {
+                            ObjectOrTombstone::Object(object) => {
+                                if !delete.delete(object) {
+                                    return;
+                                }
+                                key_of(object.as_ref())
+                            }
+                            // The object is not known: a predicate cannot judge it, and the
+                            // reconcile must learn that it is gone.
+                            ObjectOrTombstone::Tombstone(tombstone) => {
+                                deletion_handling_meta_namespace_key(gone)
+                                    .ok()
+                                    .or_else(|| Some(tombstone.key.clone()))
+                            }
+                        };
+                        if let Some(key) = key {
+                            on_delete.add(key, 0, || ReconcileReason::ObjectUpdated);
+                        }
+                    }),
+            )?;
+            Ok(())
+        })
+    }
+
     /// Runs until `cancel` fires (or, with leader election, leadership ends): registers the event
     /// handlers, waits for the caches, then reconciles with the configured workers. On the way
     /// out, the workers finish the keys they hold; queued keys are dropped.
     pub async fn run<R: Reconciler>(
-        self,
+        mut self,
         reconciler: R,
         cancel: CancellationToken,
     ) -> Result<(), ControllerError> {
         let mut builder = PriorityQueue::builder();
-        if let Some(provider) = self.queue_metrics {
+        if let Some(provider) = self.queue_metrics.take() {
             builder = builder.metrics(MetricsConfig::new(self.name.clone(), provider));
         }
-        if let Some(limit) = self.rate_limiter {
+        if let Some(limit) = self.rate_limiter.take() {
             builder = limit(builder);
         }
-        let queue = builder.build();
-        for registration in self.registrations {
+        let queue = Enqueue {
+            queue: builder.build(),
+            reasons: Arc::default(),
+        };
+        let primary = self.primary_registration();
+        for registration in std::iter::once(primary).chain(self.registrations.drain(..)) {
             registration(&queue)?;
+        }
+        let sources_stop = cancel.child_token();
+        let _stop_sources = sources_stop.clone().drop_guard();
+        let (_, mut triggered) = std::mem::replace(&mut self.triggers, mpsc::unbounded_channel());
+        let from_triggers = queue.clone();
+        let stop = sources_stop.clone();
+        tokio::spawn(async move {
+            loop {
+                let (key, reason) = tokio::select! {
+                    () = stop.cancelled() => return,
+                    next = triggered.recv() => match next {
+                        Some(next) => next,
+                        None => return,
+                    },
+                };
+                from_triggers.add(key, 0, || reason);
+            }
+        });
+        for source in self.sources.drain(..) {
+            tokio::spawn(source(queue.clone(), sources_stop.clone()));
         }
         // Woken by each informer's own sync, not polled: a new leader or a restart starts
         // reconciling the moment the caches are whole.
         for synced in &self.synced {
             if !synced(cancel.clone()).await {
-                queue.shut_down();
+                queue.queue.shut_down();
                 return Ok(());
             }
         }
@@ -357,11 +625,16 @@ where
             queue: queue.clone(),
             count: self.workers,
             timeout: self.reconcile_timeout,
-            give_up: self.give_up,
+            give_up: self.give_up.take(),
             metrics: self.metrics.for_controller(&self.name),
-            name: self.name,
+            name: self.name.clone(),
+            recorder: self.recorder.take(),
+            key_ref: Box::new({
+                let types = self.types.clone();
+                move |key: &str| key_ref::<K>(&types, key)
+            }),
         });
-        match self.elect {
+        match self.elect.take() {
             None => workers.run(cancel).await,
             Some(elect) => {
                 let leading = Arc::clone(&workers);
@@ -374,13 +647,35 @@ where
                 );
                 elect(callbacks, &self.health, cancel.clone())?.await;
                 if !cancel.is_cancelled() {
-                    queue.shut_down();
+                    queue.queue.shut_down();
                     return Err(ControllerError::LostLeadership);
                 }
             }
         }
-        queue.shut_down();
+        queue.queue.shut_down();
         Ok(())
+    }
+}
+
+/// One secondary watch: which events count, and the primaries they concern.
+struct Watch<C: Resource, M> {
+    mapper: M,
+    predicates: Predicates<C>,
+    types: C::DynamicType,
+}
+
+impl<C: Resource, M: Fn(&C) -> Vec<String>> Watch<C, M> {
+    fn enqueue(&self, queue: &Enqueue, object: &C, priority: i32) {
+        for key in (self.mapper)(object) {
+            queue.add(key, priority, || {
+                let meta = object.meta();
+                ReconcileReason::RelatedObjectUpdated(object_ref::<C>(
+                    &self.types,
+                    meta.name.as_deref().unwrap_or_default(),
+                    meta.namespace.as_deref(),
+                ))
+            });
+        }
     }
 }
 
@@ -388,11 +683,14 @@ where
 struct Workers<R> {
     name: String,
     reconciler: R,
-    queue: PriorityQueue<String>,
+    queue: Enqueue,
     count: usize,
     timeout: Option<Duration>,
     give_up: Option<(usize, DeadLetter)>,
     metrics: ReconcileMetrics,
+    recorder: Option<EventRecorder>,
+    /// A key's object reference text, for the reconcile's span.
+    key_ref: Box<dyn Fn(&str) -> String + Send + Sync>,
 }
 
 impl<R: Reconciler> Workers<R> {
@@ -415,7 +713,7 @@ impl<R: Reconciler> Workers<R> {
             let item = tokio::select! {
                 biased;
                 () = stop.cancelled() => return,
-                item = self.queue.get() => match item {
+                item = self.queue.queue.get() => match item {
                     Some(item) => item,
                     None => return,
                 },
@@ -425,10 +723,20 @@ impl<R: Reconciler> Workers<R> {
                 controller: self.name.clone(),
                 retries: item.num_requeues(),
                 cancel: stop.child_token(),
+                reason: self.queue.reasons.take(&key),
+                recorder: self.recorder.clone(),
             };
+            let span = tracing::info_span!(
+                "reconciling object",
+                controller = %self.name,
+                "object.ref" = %(self.key_ref)(&key),
+                "object.reason" = %ctx.reason,
+            );
             self.metrics.worker_busy(true);
             let started = Instant::now();
-            let reconcile = AssertUnwindSafe(self.reconciler.reconcile(&key, &ctx)).catch_unwind();
+            let reconcile =
+                AssertUnwindSafe(self.reconciler.reconcile(&key, &ctx).instrument(span))
+                    .catch_unwind();
             let outcome = match self.timeout {
                 Some(timeout) => tokio::time::timeout(timeout, reconcile).await.ok(),
                 None => Some(reconcile.await),
@@ -442,6 +750,9 @@ impl<R: Reconciler> Workers<R> {
                     queue.forget(&key);
                     match action.requeue_delay() {
                         Some(delay) => {
+                            self.queue
+                                .reasons
+                                .note(&key, || ReconcileReason::ReconcilerRequestedRetry);
                             queue.add_after(key.clone(), delay);
                             self.metrics
                                 .reconciled(ReconcileResult::RequeueAfter, seconds);
@@ -496,6 +807,9 @@ impl<R: Reconciler> Workers<R> {
             return;
         }
         tracing::debug!(controller = %self.name, %key, %error, "reconcile failed; requeued with backoff");
+        self.queue
+            .reasons
+            .note(key, || ReconcileReason::ErrorPolicyRequestedRetry);
         item.requeue_rate_limited();
     }
 }

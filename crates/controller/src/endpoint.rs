@@ -83,11 +83,11 @@ impl Health {
 
     /// The work queue metrics, registered on first use.
     pub(crate) fn queue_metrics(&self) -> Arc<PrometheusMetricsProvider> {
-        Arc::clone(
-            self.families.queue.get_or_init(|| {
-                Arc::new(PrometheusMetricsProvider::new(&mut self.registry.lock()))
-            }),
-        )
+        Arc::clone(self.families.queue.get_or_init(|| {
+            Arc::new(PrometheusMetricsProvider::for_controllers(
+                &mut self.registry.lock(),
+            ))
+        }))
     }
 
     /// The leader election metrics, registered on first use.

@@ -10,13 +10,19 @@ where
     P: Resource<DynamicType = ()>,
     C: Resource,
 {
+    owner_key(&P::kind(&()), &P::api_version(&()), child)
+}
+
+/// The key of the object that controls `child` when that controller is of `kind` and
+/// `api_version`.
+pub(crate) fn owner_key<C: Resource>(kind: &str, api_version: &str, child: &C) -> Option<String> {
     let owner = child
         .meta()
         .owner_references
         .as_ref()?
         .iter()
         .find(|owner| owner.controller == Some(true))?;
-    if owner.kind != P::kind(&()) || owner.api_version != P::api_version(&()) {
+    if owner.kind != kind || owner.api_version != api_version {
         return None;
     }
     Some(match child.meta().namespace.as_deref() {

@@ -5,6 +5,8 @@ use std::future::Future;
 use tokio_util::sync::CancellationToken;
 
 use crate::action::{Action, ReconcileError};
+use crate::events::EventRecorder;
+use crate::reason::ReconcileReason;
 
 /// What a reconcile knows besides its key.
 #[derive(Debug, Clone)]
@@ -16,6 +18,25 @@ pub struct Context {
     /// Fires when the controller stops (or loses leadership): long work should wind up. A
     /// reconcile that outlives its timeout is dropped at the deadline, without warning.
     pub cancel: CancellationToken,
+    /// What queued the key (also the `object.reason` field of the reconcile's span).
+    pub reason: ReconcileReason,
+    /// The controller's event recorder, when it has one
+    /// ([`Controller::event_recorder`](crate::Controller::event_recorder)).
+    pub recorder: Option<EventRecorder>,
+}
+
+impl Context {
+    /// The context of a reconcile of controller `controller`, as a test calls a reconciler
+    /// directly: no retries yet, not cancelled, reason unknown.
+    pub fn new(controller: &str) -> Self {
+        Self {
+            controller: controller.to_owned(),
+            retries: 0,
+            cancel: CancellationToken::new(),
+            reason: ReconcileReason::Unknown,
+            recorder: None,
+        }
+    }
 }
 
 /// Reconciles one key (`namespace/name`, or `name` for cluster-scoped objects) to its desired

@@ -12,14 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 fn context(controller: &str) -> Context {
-    Context {
-        controller: controller.to_string(),
-        retries: 0,
-        cancel: CancellationToken::new(),
-    }
+    Context::new(controller)
 }
 
 fn config_map(data: &[(&str, &str)]) -> ConfigMap {

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ctrlkit_apiserver::resource::builtin_resources;
-use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use ctrlkit_apiserver::ApiServer;
 use ctrlkit_cache::SharedInformerFactory;
 use ctrlkit_controller::{Action, Context, Controller, Health, ReconcileError, Reconciler};
 use ctrlkit_leaderelection::{HealthzAdaptor, LeaderElectionConfig, LeaseLock};
@@ -22,21 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
-async fn server() -> (ApiServer, kube::Client) {
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-    // The namespace starts empty: without the CA ConfigMap every namespace of a cluster has, so
-    // the controller reconciles only what a test writes.
-    let config_maps = builtin_resources()
-        .into_iter()
-        .find(|kind| kind.plural == "configmaps")
-        .unwrap();
-    server
-        .store()
-        .delete(&config_maps, "default", "kube-root-ca.crt", None)
-        .unwrap();
-    let client = kube::Client::new(server.service(), "default");
-    (server, client)
-}
+use crate::support::{eventually, server};
 
 fn config_map(name: &str, value: &str) -> ConfigMap {
     ConfigMap {
@@ -63,15 +48,6 @@ async fn update(client: &kube::Client, name: &str, value: &str) {
     api.replace(name, &PostParams::default(), &current)
         .await
         .unwrap();
-}
-
-/// Waits on the paused clock until `done` holds, at most `limit` of virtual time.
-async fn eventually(limit: Duration, done: impl Fn() -> bool) {
-    let end = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < end, "condition not met within {limit:?}");
-        sleep(Duration::from_millis(1)).await;
-    }
 }
 
 /// What a test reconciler saw.
@@ -274,8 +250,17 @@ async fn success_forgets_and_errors_back_off_exponentially() {
     );
     assert!(text.contains("controller_runtime_reconcile_time_seconds_bucket"));
     // The work queue's metrics, under client-go's names, labelled with the controller's name.
-    assert!(metric(&text, r#"workqueue_adds_total{name="test"}"#).is_some_and(|adds| adds >= 6.0));
-    assert_eq!(metric(&text, r#"workqueue_depth{name="test"}"#), Some(0.0));
+    assert!(
+        metric(
+            &text,
+            r#"workqueue_adds_total{name="test",controller="test"}"#
+        )
+        .is_some_and(|adds| adds >= 6.0)
+    );
+    assert_eq!(
+        metric(&text, r#"workqueue_depth{name="test",controller="test"}"#),
+        Some(0.0)
+    );
     running.cancel.cancel();
     running.run.await.unwrap();
 }

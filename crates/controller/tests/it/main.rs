@@ -8,3 +8,10 @@
 
 mod apply;
 mod controller;
+mod dynamic;
+mod events;
+mod finalizer;
+mod manager;
+mod predicates;
+mod support;
+mod triggers;

@@ -48,6 +48,8 @@ pub struct PrometheusMetricsProvider {
     unfinished_work: Family<Labels, Gauge<f64, AtomicU64>>,
     longest_running: Family<Labels, Gauge<f64, AtomicU64>>,
     retries: Family<Labels, Counter>,
+    /// Label each series `controller` as well as `name` (controller-runtime's labels).
+    controller_label: bool,
 }
 
 fn duration_histogram() -> Histogram {
@@ -65,6 +67,7 @@ impl PrometheusMetricsProvider {
             unfinished_work: Family::default(),
             longest_running: Family::default(),
             retries: Family::default(),
+            controller_label: false,
         };
         registry.register(
             "workqueue_depth",
@@ -103,10 +106,24 @@ impl PrometheusMetricsProvider {
         );
         provider
     }
-}
 
-fn labels(name: &str) -> Labels {
-    vec![("name".to_string(), name.to_string())]
+    /// Registers the families as [`new`](Self::new) does, with controller-runtime's labels:
+    /// each series carries `controller` beside `name`, both the queue's name (a controller's
+    /// queue is named after the controller), so dashboards made for controller-runtime work.
+    pub fn for_controllers(registry: &mut Registry) -> Self {
+        Self {
+            controller_label: true,
+            ..Self::new(registry)
+        }
+    }
+
+    fn labels(&self, name: &str) -> Labels {
+        let mut labels = vec![("name".to_string(), name.to_string())];
+        if self.controller_label {
+            labels.push(("controller".to_string(), name.to_string()));
+        }
+        labels
+    }
 }
 
 struct PromGauge(Gauge);
@@ -143,28 +160,34 @@ impl HistogramMetric for PromHistogram {
 
 impl MetricsProvider for PrometheusMetricsProvider {
     fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric> {
-        Arc::new(PromGauge(self.depth.get_or_create(&labels(name)).clone()))
+        Arc::new(PromGauge(
+            self.depth.get_or_create(&self.labels(name)).clone(),
+        ))
     }
 
     fn new_adds_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(PromCounter(self.adds.get_or_create(&labels(name)).clone()))
+        Arc::new(PromCounter(
+            self.adds.get_or_create(&self.labels(name)).clone(),
+        ))
     }
 
     fn new_latency_metric(&self, name: &str) -> Arc<dyn HistogramMetric> {
         Arc::new(PromHistogram(
-            self.latency.get_or_create(&labels(name)).clone(),
+            self.latency.get_or_create(&self.labels(name)).clone(),
         ))
     }
 
     fn new_work_duration_metric(&self, name: &str) -> Arc<dyn HistogramMetric> {
         Arc::new(PromHistogram(
-            self.work_duration.get_or_create(&labels(name)).clone(),
+            self.work_duration.get_or_create(&self.labels(name)).clone(),
         ))
     }
 
     fn new_unfinished_work_seconds_metric(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
         Arc::new(PromSettable(
-            self.unfinished_work.get_or_create(&labels(name)).clone(),
+            self.unfinished_work
+                .get_or_create(&self.labels(name))
+                .clone(),
         ))
     }
 
@@ -173,13 +196,15 @@ impl MetricsProvider for PrometheusMetricsProvider {
         name: &str,
     ) -> Arc<dyn SettableGaugeMetric> {
         Arc::new(PromSettable(
-            self.longest_running.get_or_create(&labels(name)).clone(),
+            self.longest_running
+                .get_or_create(&self.labels(name))
+                .clone(),
         ))
     }
 
     fn new_retries_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
         Arc::new(PromCounter(
-            self.retries.get_or_create(&labels(name)).clone(),
+            self.retries.get_or_create(&self.labels(name)).clone(),
         ))
     }
 }
