@@ -88,8 +88,9 @@ fn is_valid_finalizer(name: &str) -> bool {
 
 /// Runs `reconcile` for `object` under the finalizer `finalizer_name` (see the module docs):
 ///
-/// - live, without the finalizer: adds it and returns [`Action::done`] (adding it changes the
-///   object, which queues the next reconcile);
+/// - live, without the finalizer: adds it, then `reconcile(Apply)` with the object as the
+///   server returned it (kube-runtime returns here and waits for the next event, which a
+///   [`GenerationChanged`](crate::predicate::GenerationChanged) filter would drop);
 /// - live, with it: `reconcile(Apply)`;
 /// - being deleted, with it: `reconcile(Cleanup)`, then removes it;
 /// - being deleted, without it: nothing.
@@ -169,10 +170,12 @@ where
                     {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer_name},
                 ])
             };
-            json_patch(api, &name, patch)
+            let added = json_patch(api, &name, patch)
                 .await
                 .map_err(|error| FinalizerError::AddFinalizer(error).into_reconcile_error())?;
-            Ok(Action::done())
+            // Go on at once with the object as it now is: a controller filtering its events by
+            // generation would never hear of the finalizer's addition.
+            reconcile(FinalizerEvent::Apply(Arc::new(added))).await
         }
         (None, true) => Ok(Action::done()),
     }
@@ -182,14 +185,13 @@ async fn json_patch<K>(
     api: &Api<K>,
     name: &str,
     patch: serde_json::Value,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let patch = serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
     api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await?;
-    Ok(())
+        .await
 }
 
 #[cfg(test)]

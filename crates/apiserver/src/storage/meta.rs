@@ -139,6 +139,16 @@ pub(crate) fn random_suffix() -> String {
 /// Marks an object for deletion (`deletionTimestamp` now, no grace period), as a delete of an
 /// object that finalizers hold does.
 pub(crate) fn mark_deleted(metadata: &mut Map<String, Value>) {
+    // As kube-apiserver's markAsDeleting: controllers that skip status-only updates by
+    // generation must still see that the object is going.
+    if let Some(generation) = metadata.get("generation").and_then(Value::as_i64)
+        && generation > 0
+    {
+        metadata.insert(
+            "generation".into(),
+            Value::from(generation.saturating_add(1)),
+        );
+    }
     metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
     metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
 }

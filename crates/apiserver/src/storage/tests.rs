@@ -235,6 +235,18 @@ fn generation_follows_spec_changes_only() {
     assert_eq!(with_status["status"]["availableReplicas"], 3);
     assert_eq!(with_status["spec"]["replicas"], 3);
     assert_eq!(with_status["metadata"]["generation"], 2);
+
+    // Marking it deleted is a change its controllers must see (kube's markAsDeleting).
+    let mut held = (*with_status).clone();
+    held["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    store
+        .update(&deployments, "default", "web", held, false)
+        .unwrap();
+    let Deleted::Finalizing(marked) = store.delete(&deployments, "default", "web", None).unwrap()
+    else {
+        panic!("an object with finalizers must stay");
+    };
+    assert_eq!(marked["metadata"]["generation"], 3);
 }
 
 #[test]

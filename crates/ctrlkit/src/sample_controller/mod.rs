@@ -22,18 +22,20 @@
 
 mod crd;
 mod deployment;
-mod events;
 mod foo;
 mod reconciler;
+mod records;
 
 pub use crd::{InstallError, foo_crd, install_crd, is_established};
 pub use deployment::{UnsavedFoo, is_controlled_by, new_deployment};
 pub use foo::{Foo, FooSpec, FooStatus};
-pub use reconciler::{SampleController, Writes};
+pub use reconciler::{FINALIZER, SampleController, Writes};
+pub use records::{ExternalRecord, ExternalRecords};
 
 use ctrlkit_cache::{Lister, SharedInformerFactory};
 use ctrlkit_controller::Controller;
-use events::EventRecorder;
+use ctrlkit_controller::events::EventRecorder;
+use ctrlkit_controller::predicate::GenerationChanged;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 
@@ -41,8 +43,10 @@ use kube::Client;
 pub const NAME: &str = "sample-controller";
 
 /// The sample-controller, ready to run: a [`Controller`] over the Foos of `namespace` (all
-/// namespaces if `None`) that also reconciles a Foo whenever a Deployment it controls changes,
-/// and its reconciler. The informers come from `factory`: start it after this call. The caller
+/// namespaces if `None`) that reconciles a Foo when its spec changes (not when the controller
+/// writes its status: a [`GenerationChanged`] predicate) or a Deployment it controls changes,
+/// and its reconciler. Events go out as `events.k8s.io/v1` Events reported by [`NAME`] from
+/// this host. The informers come from `factory`: start it after this call. The caller
 /// may still set `.workers(n)`, `.leader_election(lock, config)`, `.health(health)` and the
 /// rest on the controller. The reconciler writes as client-go's sample-controller does;
 /// [`SampleController::with_writes`] makes it apply instead.
@@ -58,12 +62,17 @@ pub fn build(
         ),
         None => (factory.informer::<Foo>(), factory.informer::<Deployment>()),
     };
+    let instance = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".to_owned());
     let reconciler = SampleController {
-        events: EventRecorder::new(client.clone(), NAME),
+        events: EventRecorder::new(client.clone(), NAME, &format!("{NAME}-{instance}")),
         client,
         foos: Lister::new(foos.get_indexer()),
         deployments: Lister::new(deployments.get_indexer()),
+        records: ExternalRecords::default(),
         writes: Writes::default(),
     };
-    (Controller::new(NAME, foos).owns(deployments), reconciler)
+    let controller = Controller::new(NAME, foos)
+        .predicate(GenerationChanged)
+        .owns(deployments);
+    (controller, reconciler)
 }

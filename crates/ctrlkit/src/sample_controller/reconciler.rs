@@ -1,18 +1,24 @@
 //! The reconciler: keep each Foo's Deployment as the Foo asks, and report how it is doing,
 //! writing either as client-go's sample-controller does (create, then patch what differs) or
-//! by server-side apply (state the whole Deployment and status; the server merges).
+//! by server-side apply (state the whole Deployment and status; the server merges). Each Foo
+//! also has a record outside the cluster, deleted under the Foo's finalizer before it goes.
 
 use std::sync::Arc;
 
 use ctrlkit_cache::{Lister, split_meta_namespace_key};
+use ctrlkit_controller::events::{Event, EventRecorder, EventType};
+use ctrlkit_controller::finalizer::{FinalizerEvent, finalizer};
 use ctrlkit_controller::{Action, Context, ReconcileError, Reconciler};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Resource};
 use serde_json::json;
 
-use super::events::EventRecorder;
+use super::records::{ExternalRecord, ExternalRecords};
 use super::{Foo, FooStatus, is_controlled_by, new_deployment};
+
+/// The finalizer that keeps a Foo until its external record is deleted.
+pub const FINALIZER: &str = "samplecontroller.k8s.io/external-record";
 
 /// Reconciles a Foo: creates its Deployment if missing, sets its replicas, and mirrors its
 /// available replicas in the Foo's status. A Deployment of that name that the Foo does not
@@ -24,6 +30,7 @@ pub struct SampleController {
     pub(super) foos: Lister<Foo>,
     pub(super) deployments: Lister<Deployment>,
     pub(super) events: EventRecorder,
+    pub(super) records: ExternalRecords,
     pub(super) writes: Writes,
 }
 
@@ -45,6 +52,32 @@ impl SampleController {
     pub fn with_writes(self, writes: Writes) -> Self {
         Self { writes, ..self }
     }
+
+    /// The same controller, keeping its records in `records` (shared with another controller,
+    /// or with the one before a restart).
+    pub fn with_records(self, records: ExternalRecords) -> Self {
+        Self { records, ..self }
+    }
+
+    /// The records it keeps outside the cluster, one per Foo.
+    pub fn records(&self) -> &ExternalRecords {
+        &self.records
+    }
+
+    /// Publishes an event about `foo`. Best effort: a failure is logged, never returned, since
+    /// an event must not fail the work it describes.
+    async fn event(&self, foo: &Foo, type_: EventType, reason: &str, note: &str) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            action: "Reconciling".to_owned(),
+            note: Some(note.to_owned()),
+            secondary: None,
+        };
+        if let Err(error) = self.events.publish(&event, &foo.object_ref(&())).await {
+            tracing::warn!(%error, reason, "could not record an event");
+        }
+    }
 }
 
 impl Reconciler for SampleController {
@@ -54,18 +87,46 @@ impl Reconciler for SampleController {
         let Some(foo) = self.foos.get(Some(namespace), name) else {
             return Ok(Action::done()); // gone: the garbage collector deletes its Deployment
         };
+        let foos = Api::<Foo>::namespaced(self.client.clone(), namespace);
+        finalizer(&foos, FINALIZER, foo, |event| async move {
+            match event {
+                FinalizerEvent::Apply(foo) => self.apply(key, &foo, ctx).await,
+                FinalizerEvent::Cleanup(_) => {
+                    // Its Deployment goes with it (owner reference); the record would not.
+                    self.records.delete(key);
+                    Ok(Action::done())
+                }
+            }
+        })
+        .await
+    }
+}
+
+impl SampleController {
+    /// Brings the Foo's Deployment, record and status to what the Foo asks.
+    async fn apply(&self, key: &str, foo: &Foo, ctx: &Context) -> Result<Action, ReconcileError> {
+        let namespace = foo.metadata.namespace.as_deref().unwrap_or_default();
+        let name = foo.metadata.name.as_deref().unwrap_or_default();
         let wanted = &foo.spec.deployment_name;
         if wanted.is_empty() {
             let message = "spec.deploymentName is empty, so there is nothing to manage";
-            self.events.warn(&foo, "InvalidSpec", message).await;
+            self.event(foo, EventType::Warning, "InvalidSpec", message)
+                .await;
             return Err(ReconcileError::terminal(format!("Foo {key}: {message}")));
         }
         let deployments = Api::<Deployment>::namespaced(self.client.clone(), namespace);
         let foos = Api::<Foo>::namespaced(self.client.clone(), namespace);
         let deployment = match self.writes {
-            Writes::Patch => self.patch_deployment(&deployments, &foo).await?,
-            Writes::Apply => self.apply_deployment(&deployments, &foo, ctx).await?,
+            Writes::Patch => self.patch_deployment(&deployments, foo).await?,
+            Writes::Apply => self.apply_deployment(&deployments, foo, ctx).await?,
         };
+        self.records.put(
+            key,
+            ExternalRecord {
+                deployment_name: wanted.clone(),
+                replicas: foo.spec.replicas,
+            },
+        );
         let available = deployment
             .status
             .as_ref()
@@ -86,7 +147,7 @@ impl Reconciler for SampleController {
             }
         }
         let message = "its Deployment is as the spec asks";
-        self.events.normal(&foo, "Synced", message).await;
+        self.event(foo, EventType::Normal, "Synced", message).await;
         Ok(Action::done())
     }
 }
@@ -146,7 +207,8 @@ impl SampleController {
         }
         let wanted = &foo.spec.deployment_name;
         let message = format!("Deployment {wanted} exists and is not controlled by this Foo");
-        self.events.warn(foo, "ErrResourceExists", &message).await;
+        self.event(foo, EventType::Warning, "ErrResourceExists", &message)
+            .await;
         Err(ReconcileError::retry(message))
     }
 }

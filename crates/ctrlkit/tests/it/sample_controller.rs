@@ -12,9 +12,9 @@ use std::time::Duration;
 use ctrlkit::apiserver::{ApiServer, ApiServerConfig};
 use ctrlkit::cache::SharedInformerFactory;
 use ctrlkit::controller::Health;
-use ctrlkit::sample_controller::{self, Foo, FooSpec, Writes};
+use ctrlkit::sample_controller::{self, ExternalRecords, Foo, FooSpec, Writes};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -50,6 +50,8 @@ scenarios!(
     scaling_a_foo_scales_its_deployment_and_the_status_follows_the_deployment,
     a_deployment_the_foo_does_not_control_is_left_alone,
     deleting_a_foo_deletes_its_deployment,
+    a_foo_is_kept_until_its_external_record_is_deleted,
+    the_controllers_own_status_writes_do_not_wake_it,
     an_empty_deployment_name_is_a_terminal_error
 );
 
@@ -61,6 +63,7 @@ struct Harness {
     server: ApiServer,
     client: Client,
     health: Health,
+    records: ExternalRecords,
     cancel: CancellationToken,
     run: JoinHandle<()>,
 }
@@ -75,11 +78,16 @@ impl Harness {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         let crd = crds.get("foos.samplecontroller.k8s.io").await.unwrap();
         assert!(sample_controller::is_established(&crd));
+        Self::restart(server, writes, ExternalRecords::default()).await
+    }
 
+    /// A controller on `server`, whose CRD is installed, keeping its records in `records`.
+    async fn restart(server: ApiServer, writes: Writes, records: ExternalRecords) -> Self {
+        let client = Client::new(server.service(), NAMESPACE);
         let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
         let health = Health::default();
         let (controller, reconciler) = sample_controller::build(client.clone(), &factory, None);
-        let reconciler = reconciler.with_writes(writes);
+        let reconciler = reconciler.with_writes(writes).with_records(records.clone());
         let controller = controller.workers(2).health(health.clone());
         let cancel = CancellationToken::new();
         factory.start(&cancel);
@@ -89,6 +97,7 @@ impl Harness {
             server,
             client,
             health,
+            records,
             cancel,
             run,
         }
@@ -122,15 +131,28 @@ impl Harness {
         .await
     }
 
-    /// The events about the object named `name` with `reason`.
+    /// The events (`events.k8s.io/v1`) about the object named `name` with `reason`.
     async fn events(&self, name: &str, reason: &str) -> Vec<Event> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), NAMESPACE);
         let mut events = api.list(&ListParams::default()).await.unwrap().items;
         events.retain(|event| {
-            event.involved_object.name.as_deref() == Some(name)
+            event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
                 && event.reason.as_deref() == Some(reason)
         });
         events
+    }
+
+    /// Successful reconciles so far.
+    fn successes(&self) -> u64 {
+        let prefix = format!(
+            "controller_runtime_reconcile_total{{controller=\"{}\",result=\"success\"}} ",
+            sample_controller::NAME
+        );
+        self.health
+            .metrics_text()
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// A counter of the controller's metrics (0 when not reported yet).
@@ -281,13 +303,18 @@ async fn a_deployment_the_foo_does_not_control_is_left_alone(writes: Writes) {
     })
     .await;
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
-    assert!(events[0].message.as_deref().unwrap().contains("taken"));
-    // The failure is retried: the one event's count grows, and the error count with it (which
+    assert!(events[0].note.as_deref().unwrap().contains("taken"));
+    assert_eq!(
+        events[0].reporting_controller.as_deref(),
+        Some(sample_controller::NAME)
+    );
+    // The failure is retried: the one event's series grows, and the error count with it (which
     // may count one more: a first reconcile whose cache had not seen the Deployment yet tries to
     // create it and fails with AlreadyExists).
     let events = eventually("retries", async || {
         let events = harness.events("gamma", "ErrResourceExists").await;
-        (events.len() != 1 || events[0].count.unwrap_or(0) >= 3).then_some(events)
+        let count = events[0].series.as_ref().map_or(1, |series| series.count);
+        (events.len() != 1 || count >= 3).then_some(events)
     })
     .await;
     assert_eq!(events.len(), 1, "{events:?}");
@@ -341,7 +368,75 @@ async fn deleting_a_foo_deletes_its_deployment(writes: Writes) {
     // The controller does not bring it back, and the other Foo keeps its own.
     sleep(Duration::from_secs(5)).await;
     assert!(deployments.get_opt("delta-nginx").await.unwrap().is_none());
+    assert!(harness.foos().get_opt("delta").await.unwrap().is_none());
+    assert!(harness.records.get("default/delta").is_none());
+    assert!(harness.records.get("default/keep").is_some());
     assert!(deployments.get_opt("keep-nginx").await.unwrap().is_some());
+    harness.stop().await;
+}
+
+async fn a_foo_is_kept_until_its_external_record_is_deleted(writes: Writes) {
+    let harness = Harness::start(writes).await;
+    harness.create_foo("zeta", "zeta-nginx", Some(1)).await;
+    harness.deployment_when("zeta-nginx", |_| true).await;
+    let foos = harness.foos();
+    let foo = foos.get("zeta").await.unwrap();
+    assert_eq!(foo.finalizers(), [sample_controller::FINALIZER]);
+    let record = harness.records.get("default/zeta").unwrap();
+    assert_eq!(record.deployment_name, "zeta-nginx");
+
+    // Stopped, the controller cannot clean up: the delete only marks the Foo.
+    let Harness {
+        server,
+        client,
+        health,
+        records,
+        cancel,
+        run,
+    } = harness;
+    cancel.cancel();
+    run.await.unwrap();
+    foos.delete("zeta", &DeleteParams::default()).await.unwrap();
+    sleep(Duration::from_secs(5)).await;
+    let marked = foos.get("zeta").await.unwrap();
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert!(records.get("default/zeta").is_some());
+    drop((client, health));
+
+    // A controller started later deletes the record, then lets the Foo go.
+    let harness = Harness::restart(server, writes, records).await;
+    eventually("zeta to be gone", async || {
+        foos.get_opt("zeta").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(harness.records.get("default/zeta").is_none());
+    harness.stop().await;
+}
+
+async fn the_controllers_own_status_writes_do_not_wake_it(writes: Writes) {
+    let harness = Harness::start(writes).await;
+    harness.create_foo("eta", "eta-nginx", Some(1)).await;
+    let foos = harness.foos();
+    eventually("eta's status", async || {
+        foos.get("eta").await.unwrap().status.map(|_| ())
+    })
+    .await;
+    sleep(Duration::from_secs(10)).await;
+    let settled = harness.successes();
+    // Changes that touch neither the spec nor the Deployment wake nothing.
+    let relabel = Patch::Merge(json!({"metadata": {"labels": {"team": "web"}}}));
+    foos.patch("eta", &PatchParams::default(), &relabel)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(harness.successes(), settled);
+    // A spec change does.
+    let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
+    foos.patch("eta", &PatchParams::default(), &scale).await.unwrap();
+    harness
+        .deployment_when("eta-nginx", |d| d.spec.replicas == Some(2))
+        .await;
+    assert!(harness.successes() > settled);
     harness.stop().await;
 }
 
