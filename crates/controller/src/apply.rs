@@ -77,16 +77,24 @@ impl Context {
     pub async fn apply<K>(&self, api: &Api<K>, desired: &K) -> Result<K, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
-        K::DynamicType: Default,
     {
-        let kind = K::kind(&K::DynamicType::default()).into_owned();
+        // The kind, for errors: a typed object's serialization or a dynamic object's types say
+        // it; the Rust type names it otherwise.
+        let type_name = || {
+            let name = std::any::type_name::<K>();
+            name.rsplit("::").next().unwrap_or(name).to_owned()
+        };
+        let mut body = serde_json::to_value(desired).map_err(|source| ApplyError::Serialize {
+            kind: type_name(),
+            source,
+        })?;
         let name = desired
             .meta()
             .name
             .clone()
-            .ok_or_else(|| ApplyError::Unnamed { kind: kind.clone() })?;
-        let mut body = serde_json::to_value(desired)
-            .map_err(|source| ApplyError::Serialize { kind, source })?;
+            .ok_or_else(|| ApplyError::Unnamed {
+                kind: body["kind"].as_str().map_or_else(type_name, str::to_owned),
+            })?;
         if let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             metadata.remove("managedFields");
         }
@@ -120,14 +128,29 @@ impl Context {
         K: Resource + DeserializeOwned + Clone + std::fmt::Debug,
         K::DynamicType: Default,
     {
-        let types = K::DynamicType::default();
-        let kind = K::kind(&types).into_owned();
+        self.apply_status_with(api, name, status, &K::DynamicType::default())
+            .await
+    }
+
+    /// [`apply_status`](Self::apply_status) for a kind known at run time (`DynamicObject`s
+    /// described by `types`).
+    pub async fn apply_status_with<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        status: &impl Serialize,
+        types: &K::DynamicType,
+    ) -> Result<K, ApplyError>
+    where
+        K: Resource + DeserializeOwned + Clone + std::fmt::Debug,
+    {
+        let kind = K::kind(types).into_owned();
         let status = serde_json::to_value(status).map_err(|source| ApplyError::Serialize {
             kind: kind.clone(),
             source,
         })?;
         let body = json!({
-            "apiVersion": K::api_version(&types),
+            "apiVersion": K::api_version(types),
             "kind": kind,
             "metadata": {"name": name},
             "status": status,

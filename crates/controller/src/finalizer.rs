@@ -181,11 +181,7 @@ where
     }
 }
 
-async fn json_patch<K>(
-    api: &Api<K>,
-    name: &str,
-    patch: serde_json::Value,
-) -> Result<K, kube::Error>
+async fn json_patch<K>(api: &Api<K>, name: &str, patch: serde_json::Value) -> Result<K, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {

@@ -11,4 +11,5 @@ mod chaos;
 mod client_security;
 mod demo;
 mod durability;
+mod readme;
 mod sample_controller;

@@ -432,7 +432,9 @@ async fn the_controllers_own_status_writes_do_not_wake_it(writes: Writes) {
     assert_eq!(harness.successes(), settled);
     // A spec change does.
     let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
-    foos.patch("eta", &PatchParams::default(), &scale).await.unwrap();
+    foos.patch("eta", &PatchParams::default(), &scale)
+        .await
+        .unwrap();
     harness
         .deployment_when("eta-nginx", |d| d.spec.replicas == Some(2))
         .await;
