@@ -82,6 +82,7 @@ pub struct SharedInformerFactory {
     default_resync_period: Duration,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    real_fifo: bool,
     informers: Mutex<HashMap<InformerKey, Entry>>,
     cancel: CancellationToken,
 }
@@ -103,6 +104,7 @@ impl SharedInformerFactory {
             default_resync_period,
             label_selector: None,
             field_selector: None,
+            real_fifo: false,
             informers: Mutex::new(HashMap::new()),
             cancel: CancellationToken::new(),
         }
@@ -119,6 +121,13 @@ impl SharedInformerFactory {
     #[must_use]
     pub fn with_field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Every informer of this factory hands changes to its handlers through client-go's
+    /// RealFIFO (see [`SharedIndexInformer::set_real_fifo`]).
+    pub fn with_real_fifo(mut self) -> Self {
+        self.real_fifo = true;
         self
     }
 
@@ -195,6 +204,10 @@ impl SharedInformerFactory {
             Default::default(),
             options,
         );
+        if self.real_fifo {
+            // A new informer has not started: the setting is taken.
+            let _ = informer.set_real_fifo(true);
+        }
         informers.insert(
             key,
             Entry {

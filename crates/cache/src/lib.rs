@@ -18,6 +18,7 @@ mod factory;
 mod handler;
 mod heap_room;
 mod index;
+mod informer_fifo;
 mod key;
 mod kube_source;
 mod list_watch;
@@ -25,6 +26,7 @@ mod lister;
 mod metadata;
 mod page_writer;
 mod processor;
+mod real_fifo;
 mod reflector;
 mod reflector_error;
 mod reflector_store;
@@ -53,6 +55,7 @@ pub use list_watch::{
 };
 pub use lister::{Lister, NamespaceLister};
 pub use metadata::MetadataListerWatcher;
+pub use real_fifo::RealFifo;
 pub use reflector::{
     DEFAULT_PAGE_SIZE, INITIAL_EVENTS_END_ANNOTATION, MIN_WATCH_TIMEOUT_FLOOR, Reflector,
     ReflectorOptions,

@@ -16,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::boxed_list_watch::BoxListerWatcher;
 use crate::delta::{Delta, Deltas};
-use crate::delta_fifo::{DeltaFifo, DeltaFifoOptions, KnownObjects, TransformFunc};
+use crate::delta_fifo::{DeltaFifoOptions, KnownObjects, TransformFunc};
 use crate::handler::ResourceEventHandler;
 use crate::index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func};
+use crate::informer_fifo::InformerFifo;
 use crate::key::meta_namespace_key;
 use crate::list_watch::ListerWatcher;
 use crate::processor::{Listener, Notification, Processor, SyncTracker, determine_resync_period};
@@ -54,6 +55,7 @@ struct Config<K> {
     transform: Option<TransformFunc<K>>,
     watch_error_handler: Option<WatchErrorHandler>,
     compact: bool,
+    real_fifo: bool,
 }
 
 struct Inner<K: Clone> {
@@ -66,7 +68,7 @@ struct Inner<K: Clone> {
     /// Also the lock that keeps the indexer and the handlers' view in step: a change is applied
     /// and distributed under it, and a late handler's synthetic adds are made under it.
     processor: Mutex<Processor<K>>,
-    fifo: OnceLock<Arc<DeltaFifo<K>>>,
+    fifo: OnceLock<Arc<InformerFifo<K>>>,
     reflector: OnceLock<Arc<Reflector<K, BoxListerWatcher<K>>>>,
     runtime: OnceLock<tokio::runtime::Handle>,
     /// Woken once `run` has made the FIFO.
@@ -195,6 +197,7 @@ where
                     transform: None,
                     watch_error_handler: None,
                     compact: true,
+                    real_fifo: false,
                 }),
                 processor: Mutex::new(Processor::new()),
                 fifo: OnceLock::new(),
@@ -337,6 +340,23 @@ where
         Ok(())
     }
 
+    /// Whether changes reach the handlers through client-go's RealFIFO ([`RealFifo`]: every
+    /// change on its own, in arrival order, interleaved across keys as it happened) instead of
+    /// the DeltaFIFO (the default: a key's changes gathered until it is handled, so a burst of
+    /// updates to one object is handled together). client-go switched its informers to RealFIFO
+    /// in 1.36; handlers that only look at the newest state see no difference. Refused after
+    /// start.
+    ///
+    /// [`RealFifo`]: crate::RealFifo
+    pub fn set_real_fifo(&self, real: bool) -> Result<(), InformerError> {
+        let mut config = self.inner.config.lock();
+        if config.started {
+            return Err(InformerError::AlreadyStarted(self.inner.name.clone()));
+        }
+        config.real_fifo = real;
+        Ok(())
+    }
+
     /// Sets the handler for errors the reflector recovers from. Refused after start.
     pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), InformerError> {
         let mut config = self.inner.config.lock();
@@ -412,13 +432,17 @@ where
             }
             config.started = true;
             let known: Arc<dyn KnownObjects<K>> = Arc::new(self.inner.indexer.clone());
-            let fifo = Arc::new(DeltaFifo::new(DeltaFifoOptions {
-                key_func: meta_namespace_key::<K>,
-                known_objects: Some(known),
-                emit_delta_type_replaced: true,
-                transformer: config.transform.clone(),
-                compact: config.compact && !self.inner.lister_watcher.delivers_compact_objects(),
-            }));
+            let fifo = Arc::new(InformerFifo::new(
+                config.real_fifo,
+                DeltaFifoOptions {
+                    key_func: meta_namespace_key::<K>,
+                    known_objects: Some(known),
+                    emit_delta_type_replaced: true,
+                    transformer: config.transform.clone(),
+                    compact: config.compact
+                        && !self.inner.lister_watcher.delivers_compact_objects(),
+                },
+            ));
             let mut reflector = Reflector::new(
                 self.inner.lister_watcher.clone(),
                 Arc::clone(&fifo) as Arc<dyn crate::ReflectorStore<K>>,

@@ -156,6 +156,16 @@ impl ResourceEventHandler<ConfigMap> for Recorder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_converges_under_churn_cut_watches_and_compaction() {
+    converges_under_churn(false).await;
+}
+
+/// The same, with client-go's RealFIFO between the reflector and the handlers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_converges_under_churn_through_a_real_fifo() {
+    converges_under_churn(true).await;
+}
+
+async fn converges_under_churn(real_fifo: bool) {
     let (server, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
 
@@ -182,6 +192,7 @@ async fn cache_converges_under_churn_cut_watches_and_compaction() {
         Default::default(),
         options,
     );
+    informer.set_real_fifo(real_fifo).unwrap();
     let errors = Arc::new(Mutex::new(Vec::<String>::new()));
     informer
         .set_watch_error_handler({
