@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::informer_metrics::{InformerId, InformerMetrics};
 use crate::reflector::ReflectorOptions;
 use crate::shared_informer::SharedIndexInformer;
 
@@ -83,6 +84,7 @@ pub struct SharedInformerFactory {
     label_selector: Option<String>,
     field_selector: Option<String>,
     real_fifo: bool,
+    metrics: Option<InformerMetrics>,
     informers: Mutex<HashMap<InformerKey, Entry>>,
     cancel: CancellationToken,
 }
@@ -105,6 +107,7 @@ impl SharedInformerFactory {
             label_selector: None,
             field_selector: None,
             real_fifo: false,
+            metrics: None,
             informers: Mutex::new(HashMap::new()),
             cancel: CancellationToken::new(),
         }
@@ -128,6 +131,13 @@ impl SharedInformerFactory {
     /// RealFIFO (see [`SharedIndexInformer::set_real_fifo`]).
     pub fn with_real_fifo(mut self) -> Self {
         self.real_fifo = true;
+        self
+    }
+
+    /// Every informer of this factory reports client-go's informer metrics to `metrics`, named
+    /// by the URL it lists.
+    pub fn with_metrics(mut self, metrics: InformerMetrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -192,6 +202,7 @@ impl SharedInformerFactory {
         // The URL names the informer in logs; the type keeps a typed and a dynamic informer
         // of one URL apart in `wait_for_cache_sync`'s answer.
         let name = format!("{} ({})", api.resource_url(), std::any::type_name::<K>());
+        let id = InformerId::from_resource_url(api.resource_url(), api.resource_url());
         let options = ReflectorOptions {
             name: name.clone(),
             label_selector: self.label_selector.clone(),
@@ -204,9 +215,12 @@ impl SharedInformerFactory {
             Default::default(),
             options,
         );
+        // A new informer has not started: its settings are taken.
         if self.real_fifo {
-            // A new informer has not started: the setting is taken.
             let _ = informer.set_real_fifo(true);
+        }
+        if let Some(metrics) = &self.metrics {
+            let _ = informer.set_metrics(metrics, &id);
         }
         informers.insert(
             key,

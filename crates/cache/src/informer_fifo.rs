@@ -26,6 +26,14 @@ impl<K: Clone + Send + Sync> InformerFifo<K> {
         }
     }
 
+    /// Keys queued (DeltaFIFO) or changes queued (RealFIFO), as client-go counts them.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Delta(fifo) => fifo.len(),
+            Self::Real(fifo) => fifo.len(),
+        }
+    }
+
     pub(crate) fn has_synced(&self) -> bool {
         match self {
             Self::Delta(fifo) => fifo.has_synced(),

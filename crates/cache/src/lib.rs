@@ -19,6 +19,7 @@ mod handler;
 mod heap_room;
 mod index;
 mod informer_fifo;
+mod informer_metrics;
 mod key;
 mod kube_source;
 mod list_watch;
@@ -46,6 +47,7 @@ pub use delta_fifo::{
 pub use factory::SharedInformerFactory;
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func, namespace_indexers};
+pub use informer_metrics::{InformerId, InformerMetrics};
 pub use key::{
     KeyError, KeyFunc, deletion_handling_meta_namespace_key, meta_namespace_key,
     split_meta_namespace_key,

@@ -20,6 +20,7 @@ use crate::delta_fifo::{DeltaFifoOptions, KnownObjects, TransformFunc};
 use crate::handler::ResourceEventHandler;
 use crate::index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func};
 use crate::informer_fifo::InformerFifo;
+use crate::informer_metrics::{InformerId, InformerMetrics, InformerSeries};
 use crate::key::meta_namespace_key;
 use crate::list_watch::ListerWatcher;
 use crate::processor::{Listener, Notification, Processor, SyncTracker, determine_resync_period};
@@ -56,6 +57,7 @@ struct Config<K> {
     watch_error_handler: Option<WatchErrorHandler>,
     compact: bool,
     real_fifo: bool,
+    metrics: Option<InformerSeries>,
 }
 
 struct Inner<K: Clone> {
@@ -198,6 +200,7 @@ where
                     watch_error_handler: None,
                     compact: true,
                     real_fifo: false,
+                    metrics: None,
                 }),
                 processor: Mutex::new(Processor::new()),
                 fifo: OnceLock::new(),
@@ -357,6 +360,21 @@ where
         Ok(())
     }
 
+    /// Reports client-go's informer metrics (queued items, processing latency, the store's
+    /// resourceVersion) to `metrics`, labelled as `id` says. Refused after start.
+    pub fn set_metrics(
+        &self,
+        metrics: &InformerMetrics,
+        id: &InformerId,
+    ) -> Result<(), InformerError> {
+        let mut config = self.inner.config.lock();
+        if config.started {
+            return Err(InformerError::AlreadyStarted(self.inner.name.clone()));
+        }
+        config.metrics = Some(metrics.series(id));
+        Ok(())
+    }
+
     /// Sets the handler for errors the reflector recovers from. Refused after start.
     pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), InformerError> {
         let mut config = self.inner.config.lock();
@@ -425,7 +443,7 @@ where
     /// Runs the informer until `cancel` fires: lists, watches, keeps the cache and notifies the
     /// handlers. An informer runs once.
     pub async fn run(&self, cancel: CancellationToken) -> Result<(), InformerError> {
-        let (fifo, reflector, check_period) = {
+        let (fifo, reflector, check_period, metrics) = {
             let mut config = self.inner.config.lock();
             if config.started || config.stopped {
                 return Err(InformerError::AlreadyStarted(self.inner.name.clone()));
@@ -455,7 +473,12 @@ where
             let _ = self.inner.fifo.set(Arc::clone(&fifo));
             let _ = self.inner.reflector.set(Arc::clone(&reflector));
             self.inner.started.notify_waiters();
-            (fifo, reflector, config.resync_check_period)
+            (
+                fifo,
+                reflector,
+                config.resync_check_period,
+                config.metrics.clone(),
+            )
         };
         let runtime = tokio::runtime::Handle::current();
         let _ = self.inner.runtime.set(runtime.clone());
@@ -500,12 +523,27 @@ where
             let popped = tokio::select! {
                 biased;
                 popped = fifo.pop(|key, deltas, is_in_initial_list| {
-                    self.inner.handle_deltas(key, deltas, is_in_initial_list);
+                    match &metrics {
+                        None => self.inner.handle_deltas(key, deltas, is_in_initial_list),
+                        Some(metrics) => {
+                            let started = std::time::Instant::now();
+                            let newest = deltas
+                                .newest()
+                                .and_then(Delta::object)
+                                .and_then(|object| object.meta().resource_version.clone());
+                            self.inner.handle_deltas(key, deltas, is_in_initial_list);
+                            metrics.processed(started.elapsed().as_secs_f64());
+                            metrics.store_at(newest.as_deref());
+                        }
+                    }
                 }) => popped,
                 () = cancel.cancelled() => break,
             };
             if popped.is_err() {
                 break;
+            }
+            if let Some(metrics) = &metrics {
+                metrics.queued(fifo.len());
             }
         }
 

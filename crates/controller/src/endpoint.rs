@@ -8,6 +8,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use ctrlkit_cache::InformerMetrics;
 use ctrlkit_leaderelection::{HealthzAdaptor, LeaderElectionMetrics};
 use ctrlkit_workqueue::PrometheusMetricsProvider;
 use parking_lot::Mutex;
@@ -51,6 +52,7 @@ struct Families {
     controller: OnceLock<ControllerMetrics>,
     queue: OnceLock<Arc<PrometheusMetricsProvider>>,
     leader: OnceLock<LeaderElectionMetrics>,
+    informer: OnceLock<InformerMetrics>,
 }
 
 impl std::fmt::Debug for Health {
@@ -88,6 +90,15 @@ impl Health {
                 &mut self.registry.lock(),
             ))
         }))
+    }
+
+    /// client-go's informer metrics in this registry, registered on first use: give them to the
+    /// informer factory (`SharedInformerFactory::new(..).with_metrics(health.informer_metrics())`).
+    pub fn informer_metrics(&self) -> InformerMetrics {
+        self.families
+            .informer
+            .get_or_init(|| InformerMetrics::new(&mut self.registry.lock()))
+            .clone()
     }
 
     /// The leader election metrics, registered on first use.

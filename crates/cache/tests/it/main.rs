@@ -10,4 +10,5 @@ mod api_source;
 mod bad_input;
 mod client_go;
 mod informer_e2e;
+mod informer_metrics;
 mod shared_informer;
