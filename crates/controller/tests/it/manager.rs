@@ -155,3 +155,66 @@ async fn a_reconcile_that_outlives_the_grace_period_is_abandoned_with_an_error()
         "failed waiting for all controllers to end within grace period of 30s"
     );
 }
+
+/// Counts reconciles per replica.
+#[derive(Clone, Default)]
+struct Count(Arc<AtomicUsize>);
+
+impl Reconciler for Count {
+    async fn reconcile(&self, _: &str, _: &Context) -> Result<Action, ReconcileError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(Action::done())
+    }
+}
+
+/// A manager replica named `id` with one controller of ConfigMaps, elected on one lease.
+fn replica(client: &kube::Client, id: &str) -> (Manager, Count) {
+    use ctrlkit_leaderelection::{LeaderElectionConfig, LeaseLock};
+    let count = Count::default();
+    let mut manager = Manager::new(SharedInformerFactory::new(client.clone(), Duration::ZERO))
+        .leader_election(
+            LeaseLock::new(client.clone(), "default", "managers", id),
+            LeaderElectionConfig {
+                release_on_cancel: true,
+                name: "managers".into(),
+                ..LeaderElectionConfig::default()
+            },
+        );
+    let informer = manager
+        .factory()
+        .namespaced_informer::<ConfigMap>("default");
+    manager.add(Controller::new("settings", informer), count.clone());
+    (manager, count)
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_election_for_the_managers_controllers_and_the_standby_takes_over() {
+    let (_server, client) = server().await;
+    objects(&client).await;
+    let (a, count_a) = replica(&client, "a");
+    let cancel_a = CancellationToken::new();
+    let run_a = tokio::spawn(a.run(cancel_a.clone()));
+    eventually(Duration::from_secs(30), || {
+        count_a.0.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let (b, count_b) = replica(&client, "b");
+    let cancel_b = CancellationToken::new();
+    let run_b = tokio::spawn(b.run(cancel_b.clone()));
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(
+        count_b.0.load(Ordering::SeqCst),
+        0,
+        "the standby reconciled"
+    );
+
+    // The leader stops and releases the lease: the standby leads and reconciles at once.
+    cancel_a.cancel();
+    run_a.await.unwrap().unwrap();
+    eventually(Duration::from_secs(30), || {
+        count_b.0.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    cancel_b.cancel();
+    run_b.await.unwrap().unwrap();
+}
