@@ -485,6 +485,7 @@ async fn cluster_controllers(app: std::sync::Weak<App>, mut link: watch::Receive
             tracing::debug!(%error, "the garbage collector cannot write");
         }
         crate::rest::clean_up_deleted_crds(&app);
+        crate::rest::elect_coordinated_leaders(&app);
         for namespace in app.store.terminating_namespaces() {
             if app.store.delete_namespace_contents(&namespace) == Ok(0)
                 && let Err(error) = app.store.finalize_namespace(&namespace)

@@ -50,6 +50,11 @@ pub struct LeaderElectionConfig {
     /// crashed leader's lock the moment it expires; polling every retry period stays the
     /// fallback. `false` polls only, as client-go does. Default `true`.
     pub watch_lock: bool,
+    /// Coordinated leader election (client-go's `Coordinated`): the API server elects the
+    /// holder among the lock's [`LeaseCandidate`](crate::LeaseCandidate)s, and this candidate
+    /// only renews the lease it is given, until the server prefers another. Needs a Lease lock
+    /// and a `LeaseCandidate` running for this identity. Default `false`.
+    pub coordinated: bool,
 }
 
 impl Default for LeaderElectionConfig {
@@ -61,6 +66,7 @@ impl Default for LeaderElectionConfig {
             release_on_cancel: false,
             name: String::new(),
             watch_lock: true,
+            coordinated: false,
         }
     }
 }

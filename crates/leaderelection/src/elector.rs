@@ -367,6 +367,9 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
     /// One round of client-go's `tryAcquireOrRenew`: `true` when this candidate holds the lock
     /// afterwards.
     pub(crate) async fn try_acquire_or_renew(&self) -> bool {
+        if self.shared.config.coordinated {
+            return self.try_coordinated_renew().await;
+        }
         let lock = &self.shared.lock;
         // The lease is judged at the start of the round, as client-go does: a record that
         // changed while it was being read counts as held for this round, whatever its lease.
@@ -437,8 +440,54 @@ impl<L: ResourceLock + 'static> LeaderElector<L> {
         true
     }
 
+    /// client-go's `tryCoordinatedRenew`: under coordinated election the API server names the
+    /// holder; a candidate only renews the lease it was given, and stops renewing (its term
+    /// ends, the lease runs out and passes on) once the server names a preferred holder.
+    async fn try_coordinated_renew(&self) -> bool {
+        let lock = &self.shared.lock;
+        let now = Instant::now();
+        let (old, old_raw) = match lock.get().await {
+            Ok(read) => read,
+            Err(error) => {
+                tracing::debug!(lock = %lock.describe(), %error, "no lease to renew yet");
+                return false;
+            }
+        };
+        self.observe(old.clone(), old_raw);
+        if !self.is_lease_valid(now) {
+            tracing::debug!(lock = %lock.describe(), "the lease has expired");
+            return false;
+        }
+        if !self.is_leader() {
+            return false;
+        }
+        if !old.preferred_holder.is_empty() {
+            tracing::info!(
+                lock = %lock.describe(), preferred = %old.preferred_holder,
+                "the lease is marked as end of term"
+            );
+            return false;
+        }
+        let mut record = self.own_record();
+        record.acquire_time = old.acquire_time;
+        record.leader_transitions = old.leader_transitions;
+        record.strategy = old.strategy.clone();
+        if let Some(metrics) = self.shared.metrics.get() {
+            metrics.slowpath_exercised(&self.shared.config.name);
+        }
+        if let Err(error) = lock.update(&record).await {
+            tracing::info!(lock = %lock.describe(), %error, "updating the lock failed");
+            return false;
+        }
+        self.set_observed_record(record, now);
+        true
+    }
+
     /// Takes a lock the watch saw released, in one write conditional on the watched version.
     async fn try_take_released(&self) -> bool {
+        if self.shared.config.coordinated {
+            return self.try_coordinated_renew().await;
+        }
         let observed = self.shared.observed.lock().record.clone();
         if !observed.holder_identity.is_empty() {
             return self.try_acquire_or_renew().await;

@@ -8,13 +8,16 @@
 //! lease runs out.
 //!
 //! [`LeaderElector`] runs the election over any [`ResourceLock`]; [`LeaseLock`] is the lock to
-//! use, and [`resource_lock::new`] picks one by client-go's names.
+//! use, and [`resource_lock::new`] picks one by client-go's names. Under coordinated leader
+//! election ([`LeaderElectionConfig::coordinated`] with a [`LeaseCandidate`]) the API server
+//! picks the leader instead.
 
 mod callbacks;
 mod clock;
 mod config;
 mod elector;
 mod healthz;
+mod lease_candidate;
 mod metrics;
 mod record;
 pub mod resource_lock;
@@ -25,6 +28,7 @@ pub use callbacks::LeaderCallbacks;
 pub use config::{ConfigError, JITTER_FACTOR, LeaderElectionConfig};
 pub use elector::{LeaderElector, run_or_die};
 pub use healthz::{CheckError, HealthzAdaptor, LeaderCheck};
+pub use lease_candidate::{CANDIDATE_RENEW_INTERVAL, LeaseCandidate, OLDEST_EMULATION_VERSION};
 pub use metrics::LeaderElectionMetrics;
 pub use record::{LEADER_ANNOTATION, LeaderElectionRecord, RecordError};
 pub use resource_lock::{

@@ -58,6 +58,7 @@ fn config() -> LeaderElectionConfig {
         release_on_cancel: true,
         name: ELECTION.to_owned(),
         watch_lock: true,
+        coordinated: false,
     }
 }
 

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod coordinated;
 mod elector_e2e;
 mod lease_lock;
 mod simulation;

@@ -1,0 +1,127 @@
+//! Coordinated leader election against the embedded API server: candidates announce
+//! themselves with LeaseCandidates, the server elects the one with the oldest emulation
+//! version, and when a better candidate arrives the holder's term ends and the lease passes.
+//! The server's election runs on wall-clock time, so this runs in real time (a few seconds).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use ctrlkit_leaderelection::{
+    LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseCandidate, LeaseLock,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1beta1::LeaseCandidate as CandidateObject;
+use kube::Api;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const LEASE: &str = "coordinated";
+
+struct Running {
+    leading: Arc<AtomicBool>,
+    cancel: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// A candidate `id` of emulation version `emulation`, with its coordinated elector.
+fn start(client: &kube::Client, id: &str, emulation: &str) -> Running {
+    let cancel = CancellationToken::new();
+    let candidate =
+        LeaseCandidate::new(client.clone(), "default", id, LEASE).versions("1.34.0", emulation);
+    let leading = Arc::new(AtomicBool::new(false));
+    let config = LeaderElectionConfig {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(500),
+        coordinated: true,
+        name: LEASE.into(),
+        ..LeaderElectionConfig::default()
+    };
+    let callbacks = LeaderCallbacks::new(
+        {
+            let leading = Arc::clone(&leading);
+            move |token: CancellationToken| {
+                let leading = Arc::clone(&leading);
+                async move {
+                    leading.store(true, Ordering::SeqCst);
+                    token.cancelled().await;
+                    leading.store(false, Ordering::SeqCst);
+                }
+            }
+        },
+        || {},
+    );
+    let lock = LeaseLock::new(client.clone(), "default", LEASE, id);
+    let elector = LeaderElector::new(lock, config, callbacks).unwrap();
+    let tasks = vec![
+        tokio::spawn({
+            let cancel = cancel.clone();
+            async move { candidate.run(cancel).await }
+        }),
+        tokio::spawn({
+            let cancel = cancel.clone();
+            async move { elector.run(cancel).await }
+        }),
+    ];
+    Running {
+        leading,
+        cancel,
+        tasks,
+    }
+}
+
+async fn holder(client: &kube::Client) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    leases
+        .get_opt(LEASE)
+        .await
+        .unwrap()
+        .and_then(|lease| lease.spec?.holder_identity)
+}
+
+async fn within(limit: Duration, what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let end = tokio::time::Instant::now() + limit;
+    while !done().await {
+        assert!(tokio::time::Instant::now() < end, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_elects_the_oldest_emulation_version_and_hands_over_at_end_of_term() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = kube::Client::new(server.service(), "default");
+
+    let newer = start(&client, "newer", "1.34.0");
+    within(Duration::from_secs(10), "newer elected", async || {
+        newer.leading.load(Ordering::SeqCst)
+    })
+    .await;
+    assert_eq!(holder(&client).await.as_deref(), Some("newer"));
+    let candidates: Api<CandidateObject> = Api::namespaced(client.clone(), "default");
+    let announced = candidates.get("newer").await.unwrap();
+    assert_eq!(announced.spec.lease_name, LEASE);
+    assert_eq!(announced.spec.emulation_version.as_deref(), Some("1.34.0"));
+
+    // An older emulation version is preferred: the holder's term ends, the lease runs out,
+    // and the server gives it to the better candidate.
+    let older = start(&client, "older", "1.33.0");
+    within(Duration::from_secs(15), "older elected", async || {
+        older.leading.load(Ordering::SeqCst)
+    })
+    .await;
+    assert_eq!(holder(&client).await.as_deref(), Some("older"));
+    within(Duration::from_secs(5), "newer stepped down", async || {
+        !newer.leading.load(Ordering::SeqCst)
+    })
+    .await;
+
+    for running in [newer, older] {
+        running.cancel.cancel();
+        for task in running.tasks {
+            task.await.unwrap();
+        }
+    }
+}
