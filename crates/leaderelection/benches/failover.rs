@@ -191,6 +191,7 @@ async fn measure(
             release_on_cancel: true,
             name: "failover".into(),
             watch_lock,
+            ..LeaderElectionConfig::default()
         },
         transport,
         lease_name: "failover".into(),

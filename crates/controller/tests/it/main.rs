@@ -13,5 +13,6 @@ mod events;
 mod finalizer;
 mod manager;
 mod predicates;
+mod spans;
 mod support;
 mod triggers;

@@ -160,3 +160,66 @@ async fn reasons_say_what_queued_the_key() {
     cancel.cancel();
     run.await.unwrap().unwrap();
 }
+
+/// Reconciles keys in order, lingering a second on the first key after `slow_from`.
+struct Slow {
+    calls: Arc<Mutex<Vec<String>>>,
+    slow_from: tokio::time::Instant,
+}
+
+impl Reconciler for Slow {
+    async fn reconcile(&self, key: &str, _: &Context) -> Result<Action, ReconcileError> {
+        let first_late = {
+            let mut calls = self.calls.lock();
+            calls.push(key.to_owned());
+            tokio::time::Instant::now() >= self.slow_from && calls.len() == 3
+        };
+        if first_late {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn resyncs_wait_behind_real_changes() {
+    let (_server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for name in ["a", "b"] {
+        api.create(&PostParams::default(), &config_map(name))
+            .await
+            .unwrap();
+    }
+    let factory = SharedInformerFactory::new(client, Duration::from_secs(30));
+    let controller = Controller::new(
+        "resync",
+        factory.namespaced_informer::<ConfigMap>("default"),
+    );
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let reconciler = Slow {
+        calls: Arc::clone(&calls),
+        slow_from: tokio::time::Instant::now() + Duration::from_secs(29),
+    };
+    let run = tokio::spawn(controller.run(reconciler, cancel.clone()));
+    eventually(Duration::from_secs(5), || calls.lock().len() == 2).await;
+    // The resync queues a and b; the worker lingers on the first while c changes.
+    eventually(Duration::from_secs(40), || calls.lock().len() == 3).await;
+    api.create(&PostParams::default(), &config_map("c"))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), || calls.lock().len() == 5).await;
+    let calls = calls.lock().clone();
+    let resynced: Vec<&str> = [calls[2].as_str(), calls[4].as_str()].into();
+    assert!(
+        resynced.contains(&"default/a") && resynced.contains(&"default/b"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls[3], "default/c",
+        "the change went before the waiting resync: {calls:?}"
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
