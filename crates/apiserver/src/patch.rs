@@ -1,6 +1,6 @@
 //! JSON merge patch (RFC 7386) and JSON patch (RFC 6902), as PATCH requests carry them.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// Why a patch could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -8,14 +8,10 @@ pub enum PatchError {
     /// The patch document is not of its type's shape.
     #[error("invalid patch: {0}")]
     Malformed(String),
-    /// A JSON patch operation's path does not exist or cannot be written.
-    #[error("the path {path:?} of a {op:?} operation does not exist")]
-    MissingPath {
-        /// The operation.
-        op: String,
-        /// Its path.
-        path: String,
-    },
+    /// A JSON patch operation could not be applied (its path does not exist, an array index
+    /// is out of range or not a number).
+    #[error("{0}")]
+    Failed(String),
     /// A JSON patch `test` operation failed.
     #[error("testing value {path:?} failed")]
     TestFailed {
@@ -27,169 +23,27 @@ pub enum PatchError {
 /// Applies an RFC 7386 merge patch: objects merge key by key, `null` removes, anything else
 /// replaces.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let Value::Object(fields) = target else {
-        return;
-    };
-    for (key, value) in patch {
-        if value.is_null() {
-            fields.remove(key);
-        } else {
-            merge_patch(fields.entry(key.clone()).or_insert(Value::Null), value);
-        }
-    }
+    json_patch::merge(target, patch);
 }
 
-/// Splits a JSON pointer (`/a/b~1c`) into its unescaped tokens.
-fn tokens(pointer: &str) -> Result<Vec<String>, PatchError> {
-    if pointer.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(rest) = pointer.strip_prefix('/') else {
-        return Err(PatchError::Malformed(format!(
-            "path {pointer:?} must start with '/'"
-        )));
-    };
-    Ok(rest
-        .split('/')
-        .map(|token| token.replace("~1", "/").replace("~0", "~"))
-        .collect())
-}
-
-fn missing(op: &str, path: &str) -> PatchError {
-    PatchError::MissingPath {
-        op: op.to_string(),
-        path: path.to_string(),
-    }
-}
-
-/// The parent container of `path` and the last token.
-fn parent_mut<'a>(
-    target: &'a mut Value,
-    path: &str,
-    op: &str,
-) -> Result<(&'a mut Value, String), PatchError> {
-    let mut tokens = tokens(path)?;
-    let last = tokens.pop().ok_or_else(|| missing(op, path))?;
-    let mut current = target;
-    for token in tokens {
-        current = match current {
-            Value::Object(map) => map.get_mut(&token),
-            Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
-            _ => None,
-        }
-        .ok_or_else(|| missing(op, path))?;
-    }
-    Ok((current, last))
-}
-
-fn add(target: &mut Value, path: &str, value: Value, op: &str) -> Result<(), PatchError> {
-    if path.is_empty() {
-        *target = value;
-        return Ok(());
-    }
-    let (parent, last) = parent_mut(target, path, op)?;
-    match parent {
-        Value::Object(map) => {
-            map.insert(last, value);
-            Ok(())
-        }
-        Value::Array(items) => {
-            let index = if last == "-" {
-                items.len()
-            } else {
-                last.parse::<usize>().map_err(|_| missing(op, path))?
-            };
-            if index > items.len() {
-                return Err(missing(op, path));
-            }
-            items.insert(index, value);
-            Ok(())
-        }
-        _ => Err(missing(op, path)),
-    }
-}
-
-fn remove(target: &mut Value, path: &str, op: &str) -> Result<Value, PatchError> {
-    let (parent, last) = parent_mut(target, path, op)?;
-    match parent {
-        Value::Object(map) => map.remove(&last).ok_or_else(|| missing(op, path)),
-        Value::Array(items) => {
-            let index = last.parse::<usize>().map_err(|_| missing(op, path))?;
-            if index >= items.len() {
-                return Err(missing(op, path));
-            }
-            Ok(items.remove(index))
-        }
-        _ => Err(missing(op, path)),
-    }
-}
-
-fn get<'a>(target: &'a Value, path: &str, op: &str) -> Result<&'a Value, PatchError> {
-    target.pointer(path).ok_or_else(|| missing(op, path))
-}
-
-/// Applies an RFC 6902 JSON patch (a list of operations), all or nothing.
+/// Applies an RFC 6902 JSON patch (a list of operations), all or nothing: the `json-patch`
+/// crate applies it to a copy, which replaces `target` only when every operation succeeded
+/// (its undo path, which panics if an undo fails, is not used).
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
-    let Value::Array(operations) = patch else {
+    if !patch.is_array() {
         return Err(PatchError::Malformed(
             "a JSON patch must be a list of operations".into(),
         ));
-    };
-    let mut working = target.clone();
-    for operation in operations {
-        let op = operation["op"].as_str().unwrap_or("");
-        let path = operation["path"]
-            .as_str()
-            .ok_or_else(|| PatchError::Malformed("every operation needs a path".into()))?;
-        let value = || {
-            operation
-                .get("value")
-                .cloned()
-                .ok_or_else(|| PatchError::Malformed(format!("{op} needs a value")))
-        };
-        let from = || {
-            operation["from"]
-                .as_str()
-                .ok_or_else(|| PatchError::Malformed(format!("{op} needs a from")))
-        };
-        match op {
-            "add" => add(&mut working, path, value()?, op)?,
-            "remove" => {
-                remove(&mut working, path, op)?;
-            }
-            "replace" => {
-                remove(&mut working, path, op)?;
-                add(&mut working, path, value()?, op)?;
-            }
-            "move" => {
-                let moved = remove(&mut working, from()?, op)?;
-                add(&mut working, path, moved, op)?;
-            }
-            "copy" => {
-                let copied = get(&working, from()?, op)?.clone();
-                add(&mut working, path, copied, op)?;
-            }
-            "test" => {
-                if *get(&working, path, op)? != value()? {
-                    return Err(PatchError::TestFailed {
-                        path: path.to_string(),
-                    });
-                }
-            }
-            other => {
-                return Err(PatchError::Malformed(format!(
-                    "unknown operation {other:?}"
-                )));
-            }
-        }
     }
+    let operations: json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|error| PatchError::Malformed(error.to_string()))?;
+    let mut working = target.clone();
+    json_patch::patch_unsafe(&mut working, &operations).map_err(|error| match error.kind {
+        json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed {
+            path: error.path.to_string(),
+        },
+        _ => PatchError::Failed(error.to_string()),
+    })?;
     *target = working;
     Ok(())
 }
@@ -287,5 +141,14 @@ mod tests {
         assert!(json_patch(&mut doc, &json!({"op": "add"})).is_err());
         assert!(json_patch(&mut doc, &json!([{"op": "remove", "path": "/zzz"}])).is_err());
         assert!(json_patch(&mut doc, &json!([{"op": "bogus", "path": "/a"}])).is_err());
+    }
+
+    #[test]
+    fn array_indexes_with_leading_zeros_are_refused() {
+        // RFC 6901: "01" is not an array index.
+        let mut doc = json!({"items": [1, 2, 3]});
+        let refused = json_patch(&mut doc, &json!([{"op": "remove", "path": "/items/01"}]));
+        assert!(matches!(refused, Err(PatchError::Failed(_))), "{refused:?}");
+        assert_eq!(doc, json!({"items": [1, 2, 3]}));
     }
 }

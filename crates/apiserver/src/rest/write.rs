@@ -15,7 +15,7 @@ use crate::apply::FieldManager;
 use crate::apply::schema::Type;
 use crate::custom::conversion;
 use crate::kinds::strategy::{self, Context};
-use crate::patch::{json_patch, merge_patch};
+use crate::patch::{PatchError, json_patch, merge_patch};
 use crate::request::body::{ParsedBody, json_kind, parse_json, parse_yaml};
 use crate::request::decode::{DecodedObject, Origin, decode_object};
 use crate::request::encode::{Encoding, protobuf_capable};
@@ -927,9 +927,12 @@ fn patch_value(content_type: &str, target: &mut Value, patch: &Value) -> Result<
         }
         STRATEGIC_MERGE_PATCH => strategic_merge_patch(target, patch)
             .map_err(|error| ApiError::bad_request(error.to_string())),
-        _ => {
-            json_patch(target, patch).map_err(|error| ApiError::invalid_message(error.to_string()))
-        }
+        // As kube's patcher: a patch that does not decode is a bad request, one that does not
+        // apply is unprocessable.
+        _ => json_patch(target, patch).map_err(|error| match error {
+            PatchError::Malformed(_) => ApiError::bad_request(error.to_string()),
+            _ => ApiError::invalid_message(error.to_string()),
+        }),
     }
 }
 
