@@ -58,10 +58,10 @@ pub struct RestConfig {
     /// health endpoints (`/healthz`, `/livez`, `/readyz`) and `/version` included. None by
     /// default: no authentication. See [`crate::auth`].
     pub token: Option<BearerToken>,
-    /// How many bytes of events that are ready at once a watch stream sends in one chunk, at
-    /// most (64 KiB by default): one write instead of many when changes come in bursts. 0 sends
-    /// every event in a chunk of its own, as kube-apiserver does, for testing a client against
-    /// that framing.
+    /// How many bytes of events that are ready at once a watch stream may send in one chunk.
+    /// 0 (the default) sends every event in a chunk of its own, as kube-apiserver does, so
+    /// clients are tested against the framing a cluster uses; a size (64 KiB, say) writes a
+    /// burst of changes at once instead.
     pub watch_batch_bytes: usize,
     /// How many requests that are not long-running may be served at once, reads and writes
     /// apart (kube-apiserver's `--max-requests-inflight` 400 and
@@ -85,7 +85,7 @@ impl Default for RestConfig {
             min_request_timeout: Duration::from_secs(1800),
             admin: false,
             token: None,
-            watch_batch_bytes: 64 * 1024,
+            watch_batch_bytes: 0,
             request_timeout: Duration::from_secs(60),
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,

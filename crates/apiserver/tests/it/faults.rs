@@ -325,8 +325,8 @@ fn chunks_of(response: &str) -> Vec<Vec<String>> {
     }
 }
 
-/// A backlog of events goes out in a few chunks by default; with `watch_batch_bytes` 0 each
-/// event has a chunk of its own, as kube-apiserver writes a watch.
+/// By default each event has a chunk of its own, as kube-apiserver writes a watch; with
+/// `watch_batch_bytes` set a backlog goes out in a few chunks.
 #[tokio::test]
 async fn a_watch_batches_a_backlog_unless_told_to_send_a_chunk_per_event() {
     for batch_bytes in [64 * 1024, 0] {
