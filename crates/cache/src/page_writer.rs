@@ -32,9 +32,14 @@ impl<K: Send + Sync + 'static> PageWriter<K> {
                 error
             }
             Err(err) => {
-                // The store panicked on this page; its keys are lost, so the relist finishes
-                // with what it has and the next one repairs the rest.
-                tracing::error!(%err, "storing a list page failed");
+                // The store panicked on this page (or the runtime shutting down cancelled
+                // it, which is no error); its keys are lost, so the relist finishes with what
+                // it has and the next one repairs the rest.
+                if err.is_cancelled() {
+                    tracing::debug!(%err, "storing a list page was cancelled");
+                } else {
+                    tracing::error!(%err, "storing a list page failed");
+                }
                 self.listed = Some(ListedKeys::new());
                 None
             }

@@ -16,6 +16,7 @@ use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
 use ctrlkit::sample_controller::{self, Foo, FooSpec, SampleController};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
@@ -33,10 +34,13 @@ pub struct DemoOptions {
     pub replicas: usize,
     /// Workers per replica.
     pub workers: usize,
-    /// The namespace the Foos live in.
+    /// The namespace the Foos live in; the demo creates it and deletes it at the end, so it
+    /// must not exist yet.
     pub namespace: String,
     /// A cluster to run against instead of the embedded API server.
     pub kubeconfig: Option<PathBuf>,
+    /// Write to the kubeconfig's cluster without asking.
+    pub yes: bool,
 }
 
 /// Why the demo failed.
@@ -54,12 +58,38 @@ pub enum DemoError {
     /// No replica took over from the killed leader.
     #[error("no replica took over within {0:?} of the leader being killed")]
     NoFailover(Duration),
+    /// A cluster (not the embedded server) was named without `--yes`.
+    #[error(
+        "the demo creates a namespace, the Foo CRD, Foos and Deployments on {0} and deletes them at the end; run it again with --yes to go ahead"
+    )]
+    NotConfirmed(String),
+    /// The namespace exists already: the demo deletes its namespace at the end, so it needs one
+    /// of its own.
+    #[error(
+        "the namespace {0} exists already; the demo needs a namespace of its own (--namespace NAME)"
+    )]
+    NamespaceExists(String),
+    /// Ctrl-C.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl DemoError {
+    /// Whether the demo was refused before it did anything (exit code 2, as a bad flag).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Self::NotConfirmed(_) | Self::NamespaceExists(_))
+    }
 }
 
 /// An error with its causes, `outer: cause: root cause`, each said once: a connection error
 /// then shows why it failed (say, the server's certificate is not trusted), not only that it
 /// did.
-pub(crate) fn describe(error: &dyn std::error::Error) -> String {
+pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    // An API server's refusal is its Status message, said once (kube-client's Display of it
+    // carries the whole Status).
+    if let Some(DemoError::Api(kube::Error::Api(status))) = error.downcast_ref::<DemoError>() {
+        return format!("the API server: {}", status.message);
+    }
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -132,6 +162,7 @@ struct Replica {
     run: JoinHandle<()>,
 }
 
+/// The client, the embedded server if there is one, and where the demo writes.
 async fn connect(options: &DemoOptions) -> Result<(Client, Option<ApiServer>), DemoError> {
     match &options.kubeconfig {
         Some(path) => {
@@ -140,6 +171,18 @@ async fn connect(options: &DemoOptions) -> Result<(Client, Option<ApiServer>), D
             let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
                 .map_err(|error| DemoError::Setup(describe(&error)))?;
+            let target = format!(
+                "the cluster at {} (kubeconfig {})",
+                config.cluster_url,
+                path.display()
+            );
+            println!(
+                "about to write to {target}, namespace {}",
+                options.namespace
+            );
+            if !options.yes {
+                return Err(DemoError::NotConfirmed(target));
+            }
             let client =
                 Client::try_from(config).map_err(|error| DemoError::Setup(describe(&error)))?;
             Ok((client, None))
@@ -154,6 +197,7 @@ async fn connect(options: &DemoOptions) -> Result<(Client, Option<ApiServer>), D
                 .map_err(|error: http::uri::InvalidUri| DemoError::Setup(describe(&error)))?;
             let client = Client::try_from(Config::new(url))
                 .map_err(|error| DemoError::Setup(describe(&error)))?;
+            println!("embedded API server at {}", server.url());
             Ok((client, Some(server)))
         }
     }
@@ -164,6 +208,7 @@ fn start_replica(
     options: &DemoOptions,
     id: &str,
     observed: &Arc<Observed>,
+    stop: &CancellationToken,
 ) -> Replica {
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
     let (controller, reconciler) =
@@ -180,7 +225,7 @@ fn start_replica(
             ..LeaderElectionConfig::default()
         },
     );
-    let cancel = CancellationToken::new();
+    let cancel = stop.child_token();
     factory.start(&cancel);
     let counted = Counted {
         replica: id.to_owned(),
@@ -206,6 +251,8 @@ fn start_replica(
 struct Progress {
     terminal: bool,
     last_line: Instant,
+    /// The last line printed (not on a terminal): the same line is not printed again.
+    last_printed: Option<(String, usize, usize)>,
 }
 
 impl Progress {
@@ -225,7 +272,13 @@ impl Progress {
             );
             let _ = std::io::stdout().flush();
         } else if self.last_line.elapsed() >= Duration::from_secs(1) || done == total {
-            println!("{phase}: {done}/{total} matching, {reconciles} reconciles, leader {leader}");
+            let line = (phase.to_owned(), done, total);
+            if self.last_printed.as_ref() != Some(&line) {
+                println!(
+                    "{phase}: {done}/{total} matching, {reconciles} reconciles, leader {leader}"
+                );
+                self.last_printed = Some(line);
+            }
             self.last_line = Instant::now();
         }
     }
@@ -302,18 +355,123 @@ fn quantile(sorted: &[Duration], q: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
-/// Runs the demo; `Ok` means every Deployment matched its Foo at the end.
+/// What the demo made, to delete at the end.
+#[derive(Debug, Default)]
+struct Made {
+    namespace: bool,
+    crd: bool,
+}
+
+const CRD_NAME: &str = "foos.samplecontroller.k8s.io";
+
+/// Runs the demo; `Ok` means every Deployment matched its Foo at the end. Whatever happens
+/// (success, failure, Ctrl-C), what it made is deleted before it returns: its namespace with
+/// everything in it, and the Foo CRD unless it existed before.
 pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
-    let started = Instant::now();
     let (client, server) = connect(&options).await?;
-    match &server {
-        Some(server) => println!("embedded API server at {}", server.url()),
-        None => println!("using the cluster of the kubeconfig"),
+    let stop = CancellationToken::new();
+    let made = Arc::new(Mutex::new(Made::default()));
+    let result = tokio::select! {
+        result = workload(&client, &options, &made, &stop) => result,
+        _ = tokio::signal::ctrl_c() => {
+            println!();
+            println!("interrupted: cleaning up");
+            Err(DemoError::Interrupted)
+        }
+    };
+    // The replicas stop before their objects go: nothing is recreated behind the cleanup.
+    stop.cancel();
+    let made = std::mem::take(&mut *made.lock());
+    if let Err(error) = clean_up(&client, &options.namespace, &made).await {
+        eprintln!("warning: cleaning up: {}", describe(&error));
     }
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
+    result
+}
+
+/// Deletes what the demo made and waits until it is gone.
+async fn clean_up(client: &Client, namespace: &str, made: &Made) -> Result<(), DemoError> {
+    if made.namespace {
+        // The Foos' finalizer waits for a controller that no longer runs: let them go.
+        let foos: Api<Foo> = Api::namespaced(client.clone(), namespace);
+        if let Ok(list) = foos.list(&ListParams::default()).await {
+            let release = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+            for foo in list.items.iter().filter(|foo| !foo.finalizers().is_empty()) {
+                match foos
+                    .patch(&foo.name_any(), &PatchParams::default(), &release)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        delete_and_wait(&namespaces, namespace).await?;
+    }
+    if made.crd {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        delete_and_wait(&crds, CRD_NAME).await?;
+    }
+    if made.namespace || made.crd {
+        println!(
+            "cleaned up: {}{}",
+            if made.namespace {
+                format!("namespace {namespace}")
+            } else {
+                String::new()
+            },
+            if made.crd { ", the Foo CRD" } else { "" }
+        );
+    }
+    Ok(())
+}
+
+async fn delete_and_wait<K>(api: &Api<K>, name: &str) -> Result<(), DemoError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(error.into()),
+    }
+    let limit = Duration::from_secs(60);
+    let end = Instant::now() + limit;
+    while api.get_opt(name).await?.is_some() {
+        if Instant::now() >= end {
+            return Err(DemoError::Setup(format!(
+                "{name} was not gone within {limit:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// The demo's work, from the CRD to the summary.
+async fn workload(
+    client: &Client,
+    options: &DemoOptions,
+    made: &Mutex<Made>,
+    stop: &CancellationToken,
+) -> Result<(), DemoError> {
+    let started = Instant::now();
+    let client = client.clone();
+    let options = options.clone();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(&options.namespace).await?.is_some() {
+        return Err(DemoError::NamespaceExists(options.namespace.clone()));
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd_existed = crds.get_opt(CRD_NAME).await?.is_some();
+    made.lock().crd = !crd_existed;
     sample_controller::install_crd(client.clone(), Duration::from_secs(30))
         .await
         .map_err(|error| DemoError::Setup(describe(&error)))?;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = Namespace {
         metadata: ObjectMeta {
             name: Some(options.namespace.clone()),
@@ -321,11 +479,10 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
         },
         ..Namespace::default()
     };
-    match namespaces.create(&PostParams::default(), &namespace).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => return Err(error.into()),
-    }
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    made.lock().namespace = true;
     println!(
         "{} sample-controller replicas, {} workers each, leader election on Lease {}/sample-controller",
         options.replicas, options.workers, options.namespace
@@ -333,11 +490,12 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
 
     let observed = Arc::new(Observed::default());
     let mut replicas: Vec<Replica> = (0..options.replicas)
-        .map(|n| start_replica(&client, &options, &format!("replica-{n}"), &observed))
+        .map(|n| start_replica(&client, &options, &format!("replica-{n}"), &observed, stop))
         .collect();
     let mut progress = Progress {
         terminal: std::io::stdout().is_terminal(),
         last_line: Instant::now(),
+        last_printed: None,
     };
     let foos: Api<Foo> = Api::namespaced(client.clone(), &options.namespace);
     let key = |name: &str| format!("{}/{name}", options.namespace);
@@ -430,9 +588,6 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
         replica.cancel.cancel();
         let _ = replica.run.await;
     }
-    if let Some(server) = server {
-        server.shutdown().await;
-    }
 
     let mut latencies = observed.latencies.lock().clone();
     latencies.sort();
@@ -457,7 +612,7 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
         None => println!("  failover                 - (no leader to kill)"),
     }
     println!(
-        "  write → reconciled       p50 {:.1} ms, p99 {:.1} ms ({} writes)",
+        "  write → reconciled       p50 {:.1} ms, p99 {:.1} ms ({} writes; the slowest were made while no replica led)",
         quantile(&latencies, 0.5).as_secs_f64() * 1e3,
         quantile(&latencies, 0.99).as_secs_f64() * 1e3,
         latencies.len()
@@ -475,4 +630,25 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
     }
     println!("every Deployment matches its Foo");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    #[test]
+    fn an_api_error_is_its_message_once() {
+        let status = Status::failure(
+            r#"foos.samplecontroller.k8s.io "foo-00001" already exists"#,
+            "AlreadyExists",
+        )
+        .with_code(409);
+        let error = DemoError::Api(kube::Error::Api(status.boxed()));
+        assert_eq!(
+            describe(&error),
+            r#"the API server: foos.samplecontroller.k8s.io "foo-00001" already exists"#
+        );
+    }
 }

@@ -32,18 +32,24 @@ enum Command {
         /// How many Foos to create.
         #[arg(long, default_value_t = 200)]
         foos: usize,
-        /// How many controller replicas.
+        /// How many controller replicas (at least 2: the leader is killed and a standby takes
+        /// over).
         #[arg(long, default_value_t = 3)]
         replicas: usize,
         /// Workers per replica.
         #[arg(long, default_value_t = 2)]
         workers: usize,
-        /// The namespace for the Foos.
-        #[arg(long, default_value = "ctrlkit-demo")]
-        namespace: String,
-        /// Run against this cluster (also taken from KUBECONFIG) instead of the embedded server.
+        /// The namespace for the Foos, made by the demo and deleted at the end (it must not
+        /// exist); a new `ctrlkit-demo-<random>` by default.
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Run against the cluster of this kubeconfig instead of the embedded server (only with
+        /// this flag: an exported KUBECONFIG is not used).
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
+        /// Write to the kubeconfig's cluster without asking.
+        #[arg(long)]
+        yes: bool,
     },
     /// Serve the embedded Kubernetes API server until stopped (Ctrl-C).
     Apiserver {
@@ -290,6 +296,62 @@ fn init_logging() {
         .init();
 }
 
+/// Five lowercase letters and digits, for a name of the demo's own.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default()
+        ^ u128::from(std::process::id());
+    let mut state = seed;
+    (0..5)
+        .map(|_| {
+            let index = usize::try_from(state % ALPHABET.len() as u128).unwrap_or(0);
+            state /= ALPHABET.len() as u128;
+            char::from(ALPHABET[index])
+        })
+        .collect()
+}
+
+/// Checks the demo's flags before anything starts: a one-line reason for the first problem.
+fn demo_flags(
+    foos: usize,
+    replicas: usize,
+    workers: usize,
+    namespace: &str,
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<(), String> {
+    if foos == 0 {
+        return Err("--foos must be at least 1".into());
+    }
+    if replicas < 2 {
+        return Err(format!(
+            "--replicas must be at least 2, not {replicas}: the demo kills the leader and a standby takes over"
+        ));
+    }
+    if workers == 0 {
+        return Err("--workers must be at least 1".into());
+    }
+    let label = namespace.len() <= 63
+        && namespace
+            .bytes()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
+        && namespace.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && namespace.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !label {
+        return Err(format!(
+            "--namespace {namespace:?} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+        ));
+    }
+    if let Some(path) = kubeconfig
+        && !path.is_file()
+    {
+        return Err(format!("--kubeconfig {}: no such file", path.display()));
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     init_logging();
@@ -300,25 +362,33 @@ async fn main() -> ExitCode {
             workers,
             namespace,
             kubeconfig,
+            yes,
         } => {
-            let kubeconfig = kubeconfig.or_else(|| {
-                // KUBECONFIG may list several files; the first is the one to use here.
-                std::env::var_os("KUBECONFIG")
-                    .and_then(|paths| std::env::split_paths(&paths).next())
-                    .filter(|path| !path.as_os_str().is_empty())
-            });
+            let namespace =
+                namespace.unwrap_or_else(|| format!("ctrlkit-demo-{}", random_suffix()));
+            if let Err(problem) =
+                demo_flags(foos, replicas, workers, &namespace, kubeconfig.as_deref())
+            {
+                eprintln!("error: {problem}");
+                return ExitCode::from(2);
+            }
             let options = demo::DemoOptions {
                 foos,
-                replicas: replicas.max(1),
-                workers: workers.max(1),
+                replicas,
+                workers,
                 namespace,
                 kubeconfig,
+                yes,
             };
             match demo::run(options).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     eprintln!("error: {}", demo::describe(&error));
-                    ExitCode::FAILURE
+                    if error.is_refusal() {
+                        ExitCode::from(2)
+                    } else {
+                        ExitCode::FAILURE
+                    }
                 }
             }
         }

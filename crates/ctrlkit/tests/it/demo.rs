@@ -1,7 +1,16 @@
 //! `ctrlkit demo` end to end: the main job runs on the embedded API server, kills its leader,
 //! and exits 0 only when every Deployment matches its Foo.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[test]
 fn the_demo_fails_over_and_every_deployment_matches_its_foo() {
@@ -32,12 +41,209 @@ fn the_demo_fails_over_and_every_deployment_matches_its_foo() {
 }
 
 #[test]
-fn a_kubeconfig_that_does_not_exist_is_a_clear_error() {
-    let output = Command::new(env!("CARGO_BIN_EXE_ctrlkit"))
-        .args(["demo", "--kubeconfig", "/nonexistent/kubeconfig"])
-        .output()
-        .expect("the ctrlkit binary runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.starts_with("error: setting up:"), "{stderr}");
+fn bad_flags_get_one_line_and_exit_code_2_before_any_work() {
+    for (args, says) in [
+        (
+            vec!["--kubeconfig", "/nonexistent/kubeconfig"],
+            "error: --kubeconfig /nonexistent/kubeconfig: no such file",
+        ),
+        (
+            vec!["--replicas", "1"],
+            "error: --replicas must be at least 2, not 1",
+        ),
+        (
+            vec!["--replicas", "0"],
+            "error: --replicas must be at least 2, not 0",
+        ),
+        (vec!["--foos", "0"], "error: --foos must be at least 1"),
+        (
+            vec!["--workers", "0"],
+            "error: --workers must be at least 1",
+        ),
+        (
+            vec!["--namespace", "Bad_NS"],
+            "error: --namespace \"Bad_NS\" is not a namespace name",
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let output = Command::new(env!("CARGO_BIN_EXE_ctrlkit"))
+            .arg("demo")
+            .args(&args)
+            .output()
+            .expect("the ctrlkit binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with(says), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?} did work");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{args:?} did work"
+        );
+    }
+}
+
+/// A `ctrlkit apiserver` process standing in for a cluster, killed on drop.
+struct Cluster {
+    child: Child,
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "ctrlkit-demo-cluster-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        let child = Command::new(env!("CARGO_BIN_EXE_ctrlkit"))
+            .args(["apiserver", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the ctrlkit binary runs");
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        while std::fs::metadata(&kubeconfig).map_or(true, |file| file.len() == 0) {
+            assert!(
+                std::time::Instant::now() < end,
+                "no kubeconfig from ctrlkit apiserver"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            child,
+            dir,
+            kubeconfig,
+        }
+    }
+
+    async fn client(&self) -> kube::Client {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// What a demo left behind: its namespaces, and whether the Foo CRD is there.
+    async fn left_over(&self) -> (Vec<String>, bool) {
+        let client = self.client().await;
+        let namespaces: Vec<String> = Api::<Namespace>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|namespace| namespace.name_any())
+            .filter(|name| name.starts_with("ctrlkit-demo"))
+            .collect();
+        let crd = Api::<CustomResourceDefinition>::all(client)
+            .get_opt("foos.samplecontroller.k8s.io")
+            .await
+            .unwrap()
+            .is_some();
+        (namespaces, crd)
+    }
+
+    fn demo(&self, extra: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ctrlkit"));
+        command
+            .args(["demo", "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .args(extra);
+        command
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_demo_asks_for_yes_runs_twice_and_leaves_nothing_behind() {
+    let cluster = Cluster::start();
+    let refused = cluster.demo(&[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stdout = String::from_utf8_lossy(&refused.stdout);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stdout.starts_with("about to write to the cluster at http://127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("run it again with --yes"), "{stderr}");
+    assert_eq!(cluster.left_over().await, (Vec::new(), false));
+
+    for run in 0..2 {
+        let output = cluster.demo(&["--yes", "--foos", "20"]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "run {run}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        assert!(
+            stdout.contains("every Deployment matches its Foo"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("cleaned up: namespace ctrlkit-demo-"),
+            "{stdout}"
+        );
+        assert!(!stderr.contains("ERROR"), "{stderr}");
+        assert_eq!(
+            cluster.left_over().await,
+            (Vec::new(), false),
+            "after run {run}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_midway_cleans_up() {
+    let cluster = Cluster::start();
+    let mut child = cluster
+        .demo(&["--yes", "--foos", "200"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The replicas are running and the Foos are being made.
+    for line in lines.by_ref() {
+        if line.unwrap().contains("sample-controller replicas") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert!(
+        rest.iter().any(|line| line == "interrupted: cleaning up"),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter()
+            .any(|line| line.starts_with("cleaned up: namespace ctrlkit-demo-")),
+        "{rest:?}"
+    );
+    assert_eq!(cluster.left_over().await, (Vec::new(), false));
 }
