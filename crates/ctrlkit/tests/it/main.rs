@@ -11,5 +11,6 @@ mod chaos;
 mod client_security;
 mod demo;
 mod durability;
+mod new_project;
 mod readme;
 mod sample_controller;
