@@ -70,7 +70,15 @@ impl Cluster {
 
 async fn demo(kubeconfig: &Path, foos: &str, rust_log: &str) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_ctrlkit"))
-        .args(["demo", "--yes", "--foos", foos, "--replicas", "2", "--kubeconfig"])
+        .args([
+            "demo",
+            "--yes",
+            "--foos",
+            foos,
+            "--replicas",
+            "2",
+            "--kubeconfig",
+        ])
         .arg(kubeconfig)
         .env("RUST_LOG", rust_log)
         .env_remove("KUBECONFIG")
