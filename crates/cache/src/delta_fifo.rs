@@ -412,15 +412,7 @@ impl<K: Clone> DeltaFifo<K> {
 
     /// Waits until [`has_synced`](Self::has_synced).
     pub async fn wait_for_sync(&self) {
-        loop {
-            let synced = self.synced.notified();
-            tokio::pin!(synced);
-            synced.as_mut().enable();
-            if self.has_synced() {
-                return;
-            }
-            synced.await;
-        }
+        wait_until(&self.synced, || self.has_synced()).await;
     }
 
     fn wake_if_synced(&self, inner: &Inner<K>) {
@@ -480,16 +472,8 @@ impl<K: Clone> DeltaFifo<K> {
         }
     }
 
-    /// Applies the transformer, then compacts: a decoded object carries the spare capacity
-    /// serde's growing vectors leave (a one-element `Vec` of a large struct has room for four;
-    /// in a typical Pod that is ~7 KB), and a clone allocates every part exactly.
     fn prepare(&self, obj: Arc<K>) -> Arc<K> {
-        match (&self.transformer, self.compact) {
-            (None, false) => obj,
-            (None, true) => Arc::new(K::clone(&obj)),
-            (Some(transform), false) => Arc::new(transform(Arc::unwrap_or_clone(obj))),
-            (Some(transform), true) => Arc::new(transform(Arc::unwrap_or_clone(obj)).clone()),
-        }
+        prepare(self.transformer.as_ref(), self.compact, obj)
     }
 
     fn queue_action(&self, inner: &mut Inner<K>, key: String, action: DeltaType, obj: Arc<K>) {
@@ -522,6 +506,37 @@ impl<K: Clone> DeltaFifo<K> {
                 inner.items.insert(key, vec![delta]);
             }
         }
+    }
+}
+
+/// Applies the transformer, then compacts: a decoded object carries the spare capacity
+/// serde's growing vectors leave (a one-element `Vec` of a large struct has room for four;
+/// in a typical Pod that is ~7 KB), and a clone allocates every part exactly. Both FIFOs
+/// prepare what they queue this way.
+pub(crate) fn prepare<K: Clone>(
+    transformer: Option<&TransformFunc<K>>,
+    compact: bool,
+    obj: Arc<K>,
+) -> Arc<K> {
+    match (transformer, compact) {
+        (None, false) => obj,
+        (None, true) => Arc::new(K::clone(&obj)),
+        (Some(transform), false) => Arc::new(transform(Arc::unwrap_or_clone(obj))),
+        (Some(transform), true) => Arc::new(transform(Arc::unwrap_or_clone(obj)).clone()),
+    }
+}
+
+/// Waits until `done` holds, woken by `notify` (registered before each check, so a wake
+/// between the check and the wait is not lost).
+pub(crate) async fn wait_until(notify: &Notify, done: impl Fn() -> bool) {
+    loop {
+        let woken = notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if done() {
+            return;
+        }
+        woken.await;
     }
 }
 

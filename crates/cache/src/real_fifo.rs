@@ -16,7 +16,9 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas, ObjectOrTombstone};
-use crate::delta_fifo::{DeltaFifoOptions, FifoClosed, KnownObjects, ListedKeys, TransformFunc};
+use crate::delta_fifo::{
+    DeltaFifoOptions, FifoClosed, KnownObjects, ListedKeys, TransformFunc, prepare, wait_until,
+};
 use crate::key::{KeyError, KeyFunc};
 
 struct Inner<K> {
@@ -253,15 +255,7 @@ impl<K: Clone> RealFifo<K> {
 
     /// Waits until [`has_synced`](Self::has_synced).
     pub async fn wait_for_sync(&self) {
-        loop {
-            let synced = self.synced.notified();
-            tokio::pin!(synced);
-            synced.as_mut().enable();
-            if self.has_synced() {
-                return;
-            }
-            synced.await;
-        }
+        wait_until(&self.synced, || self.has_synced()).await;
     }
 
     fn wake_if_synced(&self, inner: &Inner<K>) {
@@ -313,12 +307,7 @@ impl<K: Clone> RealFifo<K> {
     }
 
     fn prepare(&self, obj: Arc<K>) -> Arc<K> {
-        match (&self.transformer, self.compact) {
-            (None, false) => obj,
-            (None, true) => Arc::new(K::clone(&obj)),
-            (Some(transform), false) => Arc::new(transform(Arc::unwrap_or_clone(obj))),
-            (Some(transform), true) => Arc::new(transform(Arc::unwrap_or_clone(obj)).clone()),
-        }
+        prepare(self.transformer.as_ref(), self.compact, obj)
     }
 }
 

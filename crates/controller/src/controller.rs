@@ -60,7 +60,8 @@ type Source = Box<dyn FnOnce(Enqueue, CancellationToken) -> BoxFuture<'static, (
 /// Waits until one informer has synced; `false` when cancelled first.
 type Synced = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, bool> + Send + Sync>;
 type QueueBuilder = PriorityQueueBuilder<String>;
-type Elect = Box<
+/// Starts an election on given callbacks, reporting to a `Health`: the election future.
+pub(crate) type Elect = Box<
     dyn FnOnce(
             LeaderCallbacks,
             &Health,
@@ -68,6 +69,18 @@ type Elect = Box<
         ) -> Result<BoxFuture<'static, ()>, ConfigError>
         + Send,
 >;
+
+/// An election on `lock`, its metrics and health check reported to the `Health` it is given.
+pub(crate) fn election<L: ResourceLock + 'static>(lock: L, config: LeaderElectionConfig) -> Elect {
+    Box::new(move |callbacks, health: &Health, cancel| {
+        let metrics = health.leader_metrics();
+        let elector = LeaderElector::new(lock, config, callbacks)?.with_metrics(metrics);
+        health
+            .leader()
+            .set_leader_election(Arc::new(elector.clone()));
+        Ok(async move { elector.run(cancel).await }.boxed())
+    })
+}
 
 /// The queue as the event handlers and sources see it: every key goes in with the reason that
 /// sent it.
@@ -494,14 +507,7 @@ where
         lock: L,
         config: LeaderElectionConfig,
     ) -> Self {
-        self.elect = Some(Box::new(move |callbacks, health: &Health, cancel| {
-            let metrics = health.leader_metrics();
-            let elector = LeaderElector::new(lock, config, callbacks)?.with_metrics(metrics);
-            health
-                .leader()
-                .set_leader_election(Arc::new(elector.clone()));
-            Ok(async move { elector.run(cancel).await }.boxed())
-        }));
+        self.elect = Some(election(lock, config));
         self
     }
 

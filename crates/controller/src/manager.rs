@@ -4,15 +4,13 @@
 use std::time::Duration;
 
 use ctrlkit_cache::SharedInformerFactory;
-use ctrlkit_leaderelection::{
-    ConfigError, LeaderCallbacks, LeaderElectionConfig, LeaderElector, ResourceLock,
-};
+use ctrlkit_leaderelection::{ConfigError, LeaderCallbacks, LeaderElectionConfig, ResourceLock};
 use futures::FutureExt;
 use futures::future::{BoxFuture, join_all};
 use kube::Resource;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Controller, ControllerError};
+use crate::controller::{Controller, ControllerError, Elect, election};
 use crate::endpoint::Health;
 use crate::reconciler::Reconciler;
 
@@ -49,14 +47,6 @@ pub enum ManagerError {
 
 type Runnable =
     Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), ManagerError>> + Send>;
-type Elect = Box<
-    dyn FnOnce(
-            LeaderCallbacks,
-            &Health,
-            CancellationToken,
-        ) -> Result<BoxFuture<'static, ()>, ConfigError>
-        + Send,
->;
 
 /// Runs controllers together. Every replica runs the informers (so a new leader starts warm);
 /// with [`leader_election`](Self::leader_election) only the leader runs the controllers. On
@@ -151,14 +141,7 @@ impl Manager {
         lock: L,
         config: LeaderElectionConfig,
     ) -> Self {
-        self.elect = Some(Box::new(move |callbacks, health: &Health, cancel| {
-            let metrics = health.leader_metrics();
-            let elector = LeaderElector::new(lock, config, callbacks)?.with_metrics(metrics);
-            health
-                .leader()
-                .set_leader_election(std::sync::Arc::new(elector.clone()));
-            Ok(async move { elector.run(cancel).await }.boxed())
-        }));
+        self.elect = Some(election(lock, config));
         self
     }
 
