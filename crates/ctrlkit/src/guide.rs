@@ -1,0 +1,11 @@
+//! The guide's chapters (`docs/guide`), here only so that `cargo test` compiles and runs every
+//! Rust block in them as a doc test: the guide cannot show code that does not build.
+
+#[doc = include_str!("../../../docs/guide/src/getting-started.md")]
+pub struct GettingStarted;
+
+#[doc = include_str!("../../../docs/guide/src/writing-a-controller.md")]
+pub struct WritingAController;
+
+#[doc = include_str!("../../../docs/guide/src/testing.md")]
+pub struct Testing;
