@@ -9,3 +9,15 @@ pub struct WritingAController;
 
 #[doc = include_str!("../../../docs/guide/src/testing.md")]
 pub struct Testing;
+
+#[doc = include_str!("../../../docs/guide/src/informers.md")]
+pub struct Informers;
+
+#[doc = include_str!("../../../docs/guide/src/workqueue.md")]
+pub struct Workqueue;
+
+#[doc = include_str!("../../../docs/guide/src/leader-election.md")]
+pub struct LeaderElection;
+
+#[doc = include_str!("../../../docs/guide/src/operations.md")]
+pub struct Operations;
