@@ -81,7 +81,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cancel = CancellationToken::new();
     factory.start(&cancel);
     let synced = factory.wait_for_cache_sync(&cancel).await;
-    println!("caches synced: {synced:?}");
+    let all = synced.values().all(|done| *done);
+    println!(
+        "the informer's cache holds every ConfigMap of the namespace: {}",
+        if all { "synced" } else { "not synced" }
+    );
 
     let mut web = api.get("web").await?;
     web.data = Some(BTreeMap::from([("greeting".to_string(), "hi".to_string())]));

@@ -150,7 +150,10 @@ async fn main() {
                         }
                         Err(_) if key.num_requeues() + 1 >= max_retries => {
                             if given_up.fetch_add(1, Ordering::Relaxed) < 3 {
-                                println!("giving up on {} after {max_retries} attempts", *key);
+                                println!(
+                                    "giving up on {} after {max_retries} attempts (the first 3 are shown)",
+                                    *key
+                                );
                             }
                             key.forget();
                         }
@@ -171,7 +174,11 @@ async fn main() {
             queue.add(format!("default/object-{i}"));
         }
         if round == 0 {
-            println!("queued {} keys; {} ready", args.keys, queue.len());
+            println!(
+                "queued {} keys; {} waiting (the workers took the others already)",
+                args.keys,
+                queue.len()
+            );
         }
         tokio::task::yield_now().await;
     }
@@ -199,14 +206,15 @@ async fn main() {
 
     let elapsed = start.elapsed();
     println!(
-        "{} keys, {} events: {} successful reconciles, {} attempts, {} given up, {} workers, {:.1?}",
+        "{} keys changed {} times in all: the queue collapsed repeats of a waiting key, so {} reconciles succeeded in {} attempts ({} workers, {:.1?}); {} keys failed every attempt and were given up after {}",
         args.keys,
         args.keys * args.events_per_key,
         reconciled.load(Ordering::Relaxed),
         attempts.load(Ordering::Relaxed),
-        given_up.load(Ordering::Relaxed),
         args.workers,
-        elapsed
+        elapsed,
+        given_up.load(Ordering::Relaxed),
+        args.max_retries,
     );
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &registry).is_ok() {
