@@ -325,18 +325,8 @@ fn init_logging() {
 /// Five lowercase letters and digits, for a name of the demo's own.
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default()
-        ^ u128::from(std::process::id());
-    let mut state = seed;
     (0..5)
-        .map(|_| {
-            let index = usize::try_from(state % ALPHABET.len() as u128).unwrap_or(0);
-            state /= ALPHABET.len() as u128;
-            char::from(ALPHABET[index])
-        })
+        .map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())]))
         .collect()
 }
 

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use ctrlkit_controller::{ApplyError, Context};
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
@@ -118,35 +117,7 @@ async fn a_controller_applies_the_status_it_reports() {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     let client = Client::new(server.service(), "default");
     let api: Api<Deployment> = Api::namespaced(client, "default");
-    let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
-    let deployment = Deployment {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            ..ObjectMeta::default()
-        },
-        spec: DeploymentSpec {
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..LabelSelector::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "web".into(),
-                        image: Some("nginx".into()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-            },
-            ..DeploymentSpec::default()
-        },
-        status: None,
-    };
+    let deployment = crate::support::deployment("web");
     let ctx = context("web-controller");
     ctx.apply(&api, &deployment).await.unwrap();
     let reported = ctx

@@ -8,15 +8,13 @@ use std::time::Duration;
 use ctrlkit_cache::SharedInformerFactory;
 use ctrlkit_controller::predicate::{GenerationChanged, LabelsChanged, or};
 use ctrlkit_controller::{Action, Context, Controller, ReconcileError, Reconciler};
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{eventually, server};
+use crate::support::{deployment, eventually, server};
 
 /// Writes a status that differs each time: every reconcile changes the object it reconciles.
 struct StatusWriter {
@@ -38,38 +36,6 @@ impl Reconciler for StatusWriter {
                 .await?;
         }
         Ok(Action::done())
-    }
-}
-
-fn deployment(name: &str) -> Deployment {
-    let labels = [("app".to_string(), name.to_string())].into();
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: DeploymentSpec {
-            selector: LabelSelector {
-                match_labels: Some(labels),
-                ..LabelSelector::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some([("app".to_string(), name.to_string())].into()),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "web".into(),
-                        image: Some("nginx".into()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-            },
-            ..DeploymentSpec::default()
-        },
-        ..Deployment::default()
     }
 }
 

@@ -5,6 +5,10 @@ use std::time::Duration;
 
 use ctrlkit_apiserver::resource::builtin_resources;
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ObjectMeta;
 use tokio::time::{Instant, sleep};
 
 /// An embedded API server and a client of it.
@@ -30,5 +34,38 @@ pub async fn eventually(limit: Duration, done: impl Fn() -> bool) {
     while !done() {
         assert!(Instant::now() < end, "condition not met within {limit:?}");
         sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// A Deployment `name` of one nginx container, its Pods labelled `app: <name>`.
+pub fn deployment(name: &str) -> Deployment {
+    let labels = std::collections::BTreeMap::from([("app".to_string(), name.to_string())]);
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: DeploymentSpec {
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "web".into(),
+                        image: Some("nginx".into()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        },
+        status: None,
     }
 }

@@ -86,22 +86,15 @@ fn bad_flags_get_one_line_and_exit_code_2_before_any_work() {
 /// A `ctrlkit apiserver` process standing in for a cluster, killed on drop.
 struct Cluster {
     child: Child,
-    dir: PathBuf,
+    /// Holds the kubeconfig; removed on drop.
+    _dir: tempfile::TempDir,
     kubeconfig: PathBuf,
 }
 
 impl Cluster {
     fn start() -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "ctrlkit-demo-cluster-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
         let child = Command::new(env!("CARGO_BIN_EXE_ctrlkit"))
             .args(["apiserver", "--kubeconfig-out"])
             .arg(&kubeconfig)
@@ -120,7 +113,7 @@ impl Cluster {
         }
         Self {
             child,
-            dir,
+            _dir: dir,
             kubeconfig,
         }
     }
@@ -168,7 +161,6 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

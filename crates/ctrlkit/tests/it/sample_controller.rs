@@ -165,6 +165,13 @@ impl Harness {
             .unwrap_or(0)
     }
 
+    /// Stops the controller only: the server, and the records, stay for another.
+    async fn stop_controller(self) -> (ApiServer, ExternalRecords) {
+        self.cancel.cancel();
+        self.run.await.unwrap();
+        (self.server, self.records)
+    }
+
     async fn stop(self) {
         self.cancel.cancel();
         self.run.await.unwrap();
@@ -386,22 +393,12 @@ async fn a_foo_is_kept_until_its_external_record_is_deleted(writes: Writes) {
     assert_eq!(record.deployment_name, "zeta-nginx");
 
     // Stopped, the controller cannot clean up: the delete only marks the Foo.
-    let Harness {
-        server,
-        client,
-        health,
-        records,
-        cancel,
-        run,
-    } = harness;
-    cancel.cancel();
-    run.await.unwrap();
+    let (server, records) = harness.stop_controller().await;
     foos.delete("zeta", &DeleteParams::default()).await.unwrap();
     sleep(Duration::from_secs(5)).await;
     let marked = foos.get("zeta").await.unwrap();
     assert!(marked.metadata.deletion_timestamp.is_some());
     assert!(records.get("default/zeta").is_some());
-    drop((client, health));
 
     // A controller started later deletes the record, then lets the Foo go.
     let harness = Harness::restart(server, writes, records).await;
