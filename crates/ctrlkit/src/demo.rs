@@ -394,27 +394,16 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
 /// Deletes what the demo made and waits until it is gone.
 async fn clean_up(client: &Client, namespace: &str, made: &Made) -> Result<(), DemoError> {
     if made.namespace {
-        // The Foos' finalizer waits for a controller that no longer runs: let them go.
+        // The Foos' finalizer waits for a controller that no longer runs, so the Foos are
+        // released on every poll: a replica that was mid-reconcile when it was told to stop
+        // may still add the finalizer to a Foo after a first release.
         let foos: Api<Foo> = Api::namespaced(client.clone(), namespace);
-        if let Ok(list) = foos.list(&ListParams::default()).await {
-            let release = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
-            for foo in list.items.iter().filter(|foo| !foo.finalizers().is_empty()) {
-                match foos
-                    .patch(&foo.name_any(), &PatchParams::default(), &release)
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(error) => return Err(error.into()),
-                }
-            }
-        }
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        delete_and_wait(&namespaces, namespace).await?;
+        delete_and_wait(&namespaces, namespace, || release_finalizers(&foos)).await?;
     }
     if made.crd {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        delete_and_wait(&crds, CRD_NAME).await?;
+        delete_and_wait(&crds, CRD_NAME, || async { Ok(()) }).await?;
     }
     if made.namespace || made.crd {
         println!(
@@ -430,9 +419,35 @@ async fn clean_up(client: &Client, namespace: &str, made: &Made) -> Result<(), D
     Ok(())
 }
 
-async fn delete_and_wait<K>(api: &Api<K>, name: &str) -> Result<(), DemoError>
+/// Removes the finalizer of every Foo that still has one.
+async fn release_finalizers(foos: &Api<Foo>) -> Result<(), DemoError> {
+    let Ok(list) = foos.list(&ListParams::default()).await else {
+        return Ok(());
+    };
+    let release = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    for foo in list.items.iter().filter(|foo| !foo.finalizers().is_empty()) {
+        match foos
+            .patch(&foo.name_any(), &PatchParams::default(), &release)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `name` and polls until it is gone, running `before_poll` before each poll.
+async fn delete_and_wait<K, F, Fut>(
+    api: &Api<K>,
+    name: &str,
+    before_poll: F,
+) -> Result<(), DemoError>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), DemoError>>,
 {
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => {}
@@ -441,7 +456,11 @@ where
     }
     let limit = Duration::from_secs(60);
     let end = Instant::now() + limit;
-    while api.get_opt(name).await?.is_some() {
+    loop {
+        before_poll().await?;
+        if api.get_opt(name).await?.is_none() {
+            return Ok(());
+        }
         if Instant::now() >= end {
             return Err(DemoError::Setup(format!(
                 "{name} was not gone within {limit:?}"
@@ -449,7 +468,6 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(())
 }
 
 /// The demo's work, from the CRD to the summary.

@@ -212,6 +212,8 @@ async fn ctrl_c_midway_cleans_up() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     // The replicas are running and the Foos are being made.
     for line in lines.by_ref() {
@@ -227,15 +229,16 @@ async fn ctrl_c_midway_cleans_up() {
     assert!(interrupted.success());
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
+    let stderr = stderr.join().unwrap();
     assert!(!status.success());
     assert!(
         rest.iter().any(|line| line == "interrupted: cleaning up"),
-        "{rest:?}"
+        "{rest:?}\nstderr:\n{stderr}"
     );
     assert!(
         rest.iter()
             .any(|line| line.starts_with("cleaned up: namespace ctrlkit-demo-")),
-        "{rest:?}"
+        "{rest:?}\nstderr:\n{stderr}"
     );
     assert_eq!(cluster.left_over().await, (Vec::new(), false));
 }
