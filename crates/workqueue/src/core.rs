@@ -306,11 +306,8 @@ where
     }
 
     /// Frees `slot` if nothing refers to it any more, and returns its item, for the caller to
-    /// drop once the lock is released. Dropping a copy of a shared key (an `Arc`) writes its
-    /// count, on a line the worker's own copy shares; done after the lock, 4 workers releasing
-    /// `Arc<str>` keys their producers added with `add_cloned` got 4–20% more adds per second
-    /// through the queue with a parking lock, and 30–70% more with the spin lock of
-    /// [`sync`](crate::sync) (benches/throughput.rs, (b1)).
+    /// drop once the lock is released: no user `Drop` runs under the queue's lock, and the lock
+    /// is not held while a shared key (an `Arc`) writes its count.
     ///
     /// Its table entry stays until the slot is reused (then it is removed, or kept when the new
     /// item has the same hash, see [`find_or_insert`](Self::find_or_insert)): a lookup can never
@@ -381,23 +378,20 @@ where
     /// `cancel_wait`, a delayed add of it waiting for its time is cancelled, its rank merged.
     pub(crate) fn add(&self, item: impl Incoming<T>, rank: B::Rank, cancel_wait: bool) {
         let short = self.hash(item.get());
-        let wake = {
+        let (wake, _unused) = {
             let mut state = lock(&self.state);
             if state.shutting_down {
                 return;
             }
+            // A duplicate comes back unused; it is dropped after the lock, like the item a `done`
+            // releases (see `release_if_unused`).
             let (slot, unused) = Self::find_or_insert(&mut state, item, short);
-            // A duplicate is dropped under the lock: dropped after it, 4 producers adding clones
-            // of the same `Arc<str>` keys added 10–30% fewer per second with a parking lock, and
-            // 30–65% fewer with the spin lock (benches/throughput.rs, (b)), unlike the item a
-            // `done` releases (see `release_if_unused`).
-            drop(unused);
             let mut rank = rank;
             if cancel_wait && let Some((_, waited)) = state.slots[slot as usize].wait.take() {
                 state.waiting -= 1;
                 rank = B::merge(rank, waited);
             }
-            Self::mark_dirty(&mut state, slot, rank)
+            (Self::mark_dirty(&mut state, slot, rank), unused)
         };
         wake.run();
     }

@@ -1,204 +1,62 @@
-//! The hash index from items to their slots: open addressing with linear probing over 8-byte
-//! entries (a slot number and the item's 32-bit hash).
+//! The index from items to their slots: slot numbers filed under the item's 32-bit hash.
 //!
-//! A general hash table keeps control bytes apart from its entries, so that an insert into a
-//! table larger than the CPU cache misses twice; here an entry is found, compared and written in
-//! one cache line. The index never holds items: comparing one means asking the caller, which
-//! looks into its slot, only when the 32-bit hashes agree. Deletion shifts the following entries
-//! back (no tombstones), so a long-lived queue's probes stay short.
+//! The index never holds items: comparing one means asking the caller, which looks into its
+//! slot, only when the hashes agree. So an item is stored once (in its slot) however many
+//! structures refer to it, and an entry is 8 bytes. Several entries may share a hash.
 
-/// An entry packs the item's 32-bit hash (high half) and its slot number plus one (low half), so
-/// that a zeroed table is an empty one: a large table is then fresh zero pages from the kernel,
-/// not written before use. Slot `u32::MAX` cannot be entered (the queue never hands it out).
-type Entry = u64;
+use hashbrown::HashTable;
 
-const EMPTY: Entry = 0;
-/// The smallest table allocated.
-const MIN_CAPACITY: usize = 16;
-/// Tables from this size up are mapped apart and backed by huge pages where the kernel allows
-/// (with transparent huge pages in `madvise` mode, a heap allocation never gets them): a probe
-/// into a table larger than the cache otherwise also misses the TLB. With them, the benchmark's
-/// million-key adds-then-drain ran about a third faster.
-#[cfg(target_os = "linux")]
-const HUGE_TABLE_BYTES: usize = 2 << 20;
-
-fn entry(hash: u32, slot: u32) -> Entry {
-    (u64::from(hash) << 32) | u64::from(slot.wrapping_add(1))
-}
-
-fn slot_of(entry: Entry) -> u32 {
-    (entry as u32).wrapping_sub(1)
-}
-
-fn hash_of(entry: Entry) -> u32 {
-    (entry >> 32) as u32
-}
-
-/// Where the entries live: the heap for small tables, an anonymous mapping advised to use huge
-/// pages for large ones.
-enum Table {
-    Heap(Box<[Entry]>),
-    #[cfg(target_os = "linux")]
-    Mapped(memmap2::MmapMut),
-}
-
-impl Table {
-    /// A table of `capacity` empty entries.
-    fn zeroed(capacity: usize) -> Self {
-        #[cfg(target_os = "linux")]
-        if capacity * size_of::<Entry>() >= HUGE_TABLE_BYTES {
-            // A failed mapping falls back to the heap; a refused advice only costs speed.
-            if let Ok(map) = memmap2::MmapMut::map_anon(capacity * size_of::<Entry>()) {
-                let _ = map.advise(memmap2::Advice::HugePage);
-                return Table::Mapped(map);
-            }
-        }
-        Table::Heap(vec![EMPTY; capacity].into_boxed_slice())
-    }
-
-    #[inline]
-    fn entries(&self) -> &[Entry] {
-        match self {
-            Table::Heap(entries) => entries,
-            // A mapping is page aligned and a whole number of entries long.
-            #[cfg(target_os = "linux")]
-            Table::Mapped(map) => bytemuck::cast_slice(map),
-        }
-    }
-
-    #[inline]
-    fn entries_mut(&mut self) -> &mut [Entry] {
-        match self {
-            Table::Heap(entries) => entries,
-            #[cfg(target_os = "linux")]
-            Table::Mapped(map) => bytemuck::cast_slice_mut(map),
-        }
-    }
-}
-
-impl Default for Table {
-    fn default() -> Self {
-        Table::Heap(Box::default())
-    }
-}
-
-impl std::fmt::Debug for Table {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self {
-            Table::Heap(_) => "heap",
-            #[cfg(target_os = "linux")]
-            Table::Mapped(_) => "mapped",
-        };
-        write!(f, "Table({kind}, {} places)", self.entries().len())
-    }
-}
-
-/// Slot numbers by 32-bit item hash; several entries may share a hash.
+/// Slot numbers by 32-bit item hash.
 #[derive(Debug, Default)]
 pub(crate) struct SlotIndex {
-    /// A power of two long (or empty); at most half full.
-    table: Table,
-    len: usize,
+    /// `(hash, slot)` pairs; the hash is kept so that growing never reads the slots.
+    table: HashTable<(u32, u32)>,
 }
 
-/// Where the probe for `hash` starts in a table with this `mask`.
+/// The table's 64-bit hash of a 32-bit one: hashbrown takes a probe position from the low bits
+/// and a tag from the top 7, so both halves carry the item's hash.
 #[inline]
-fn home(hash: u32, mask: usize) -> usize {
-    hash as usize & mask
+fn wide(hash: u32) -> u64 {
+    (u64::from(hash) << 32) | u64::from(hash)
 }
 
 impl SlotIndex {
     /// How many entries the index holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.table.len()
     }
 
     /// The first slot entered under `hash` for which `matches` holds.
     #[inline]
-    pub(crate) fn find(&self, hash: u32, matches: impl FnMut(u32) -> bool) -> Option<u32> {
-        let entries = self.table.entries();
-        position(entries, hash, matches).map(|at| slot_of(entries[at]))
+    pub(crate) fn find(&self, hash: u32, mut matches: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.table
+            .find(wide(hash), |&(entered, slot)| {
+                entered == hash && matches(slot)
+            })
+            .map(|&(_, slot)| slot)
     }
 
     /// Enters `slot` under `hash` (the caller knows no entry for this item exists).
     #[inline]
     pub(crate) fn insert(&mut self, hash: u32, slot: u32) {
-        if (self.len + 1) * 2 > self.table.entries().len() {
-            self.grow();
-        }
-        place(self.table.entries_mut(), entry(hash, slot));
-        self.len += 1;
-    }
-
-    /// Doubles the table and re-enters every entry (hashes are kept: the slots are not read).
-    #[cold]
-    fn grow(&mut self) {
-        let capacity = (self.table.entries().len() * 2).max(MIN_CAPACITY);
-        let old = std::mem::replace(&mut self.table, Table::zeroed(capacity));
-        let entries = self.table.entries_mut();
-        for &entry in old.entries().iter().filter(|&&entry| entry != EMPTY) {
-            place(entries, entry);
-        }
+        self.table
+            .insert_unique(wide(hash), (hash, slot), |&(entered, _)| wide(entered));
     }
 
     /// Removes the entry of `slot` made under `hash`; returns whether there was one.
     pub(crate) fn remove(&mut self, hash: u32, slot: u32) -> bool {
-        let entries = self.table.entries_mut();
-        let Some(mut hole) = position(entries, hash, |found| found == slot) else {
-            return false;
-        };
-        let mask = entries.len() - 1;
-        // Shift back each following entry of the run whose probe starts at or before the hole,
-        // so that every entry stays reachable from its start without crossing an empty place.
-        let mut next = hole;
-        loop {
-            next = (next + 1) & mask;
-            let entry = entries[next];
-            if entry == EMPTY {
-                break;
+        match self
+            .table
+            .find_entry(wide(hash), |&entry| entry == (hash, slot))
+        {
+            Ok(entry) => {
+                entry.remove();
+                true
             }
-            let start = home(hash_of(entry), mask);
-            if (next.wrapping_sub(start) & mask) >= (next.wrapping_sub(hole) & mask) {
-                entries[hole] = entry;
-                hole = next;
-            }
+            Err(_) => false,
         }
-        entries[hole] = EMPTY;
-        self.len -= 1;
-        true
     }
-}
-
-/// Where the first entry made under `hash` whose slot `matches` sits.
-#[inline]
-fn position(entries: &[Entry], hash: u32, mut matches: impl FnMut(u32) -> bool) -> Option<usize> {
-    if entries.is_empty() {
-        return None;
-    }
-    let mask = entries.len() - 1;
-    let mut at = home(hash, mask);
-    loop {
-        let entry = entries[at];
-        if entry == EMPTY {
-            return None;
-        }
-        if hash_of(entry) == hash && matches(slot_of(entry)) {
-            return Some(at);
-        }
-        at = (at + 1) & mask;
-    }
-}
-
-/// Puts `entry` at the first free place of its probe sequence (the table has one).
-#[inline]
-fn place(entries: &mut [Entry], entry: Entry) {
-    let mask = entries.len() - 1;
-    let mut at = home(hash_of(entry), mask);
-    while entries[at] != EMPTY {
-        at = (at + 1) & mask;
-    }
-    entries[at] = entry;
 }
 
 #[cfg(test)]
@@ -214,7 +72,7 @@ mod tests {
         let mut index = SlotIndex::default();
         index.insert(7, 1);
         index.insert(7, 2);
-        index.insert(7 + 16, 3); // same start in a 16-place table
+        index.insert(7 + 16, 3);
         assert_eq!(index.find(7, |slot| slot == 2), Some(2));
         assert_eq!(index.find(7, |_| true), Some(1));
         assert_eq!(index.find(23, |_| true), Some(3));
@@ -227,10 +85,10 @@ mod tests {
     }
 
     #[test]
-    fn the_run_wraps_around_the_end_of_the_table() {
+    fn entries_under_one_hash_survive_the_removal_of_another() {
         let mut index = SlotIndex::default();
         for slot in 0..4 {
-            index.insert(15, slot); // start at the last place, wrap to the front
+            index.insert(15, slot);
         }
         assert!(index.remove(15, 0));
         for slot in 1..4 {
@@ -239,15 +97,13 @@ mod tests {
     }
 
     #[test]
-    fn a_table_past_the_huge_page_size_keeps_every_entry() {
+    fn a_large_index_keeps_every_entry() {
         let mut index = SlotIndex::default();
-        let count = 300_000u32; // grows to 1 Mi places, 8 MiB: mapped apart on Linux
+        let count = 300_000u32;
         let hash = |slot: u32| slot.wrapping_mul(0x9E37_79B9);
         for slot in 0..count {
             index.insert(hash(slot), slot);
         }
-        #[cfg(target_os = "linux")]
-        assert!(matches!(index.table, Table::Mapped(_)), "{:?}", index.table);
         for slot in (0..count).step_by(7) {
             assert_eq!(index.find(hash(slot), |found| found == slot), Some(slot));
         }
@@ -278,7 +134,7 @@ mod tests {
             let mut index = SlotIndex::default();
             let mut model: HashMap<u32, u32> = HashMap::new(); // slot -> hash
             for (insert, slot, hash) in ops {
-                // Few distinct hashes and a small table: long runs, collisions and wrap-around.
+                // Few distinct hashes: many entries share one.
                 let hash = hash.wrapping_mul(0x9E37_79B9) >> 27;
                 if insert {
                     if let std::collections::hash_map::Entry::Vacant(vacant) = model.entry(slot) {
