@@ -1,4 +1,4 @@
-//! A list page whose items are being decoded on the decoding threads.
+//! A list page whose items are being decoded on tokio's blocking threads, a share per core.
 
 use bytes::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
@@ -6,7 +6,7 @@ use kube::api::{ObjectList, TypeMeta};
 use serde::de::DeserializeOwned;
 
 use crate::decode::{self, DecodeError, SplitList};
-use crate::decode_pool::{self, DecodeHandle};
+use tokio::task::JoinHandle;
 
 /// Pages with fewer items than this are decoded by the task that read them.
 const PARALLEL_FROM: usize = 32;
@@ -15,7 +15,12 @@ const PARALLEL_FROM: usize = 32;
 /// the page's end, and the jobs of the next page queue behind them.
 const MAX_CHUNK: usize = 128;
 
-type Chunk<U> = DecodeHandle<Result<Vec<U>, DecodeError>>;
+type Chunk<U> = JoinHandle<Result<Vec<U>, DecodeError>>;
+
+/// How many shares a large page is decoded in: one per core.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
 
 /// A page's items: decoded already, or being decoded in chunks, in order.
 enum Items<U> {
@@ -43,7 +48,7 @@ where
         split: SplitList,
         wrap: fn(T) -> U,
     ) -> Self {
-        let threads = decode_pool::threads();
+        let threads = cores();
         let len = split.items.len();
         let items = if len < PARALLEL_FROM || threads < 2 {
             Items::Decoded(decode::decode_items_as(&body, &split.items, wrap))
@@ -55,7 +60,9 @@ where
                 .map(|ranges| {
                     let body = body.clone();
                     let ranges = ranges.to_vec();
-                    decode_pool::spawn(move || decode::decode_items_as(&body, &ranges, wrap))
+                    tokio::task::spawn_blocking(move || {
+                        decode::decode_items_as(&body, &ranges, wrap)
+                    })
                 })
                 .collect();
             Items::Decoding { chunks, len }

@@ -3,16 +3,19 @@
 //! glibc's malloc grows the heap of every thread but the main one by exactly what the allocation
 //! at hand lacks, rounded up to a page: a decoding thread that builds objects of many small
 //! allocations calls `mprotect` for about every 4 KiB, and each call takes the process's
-//! memory-map lock, which the page faults of every other thread need too. In a profile of two
-//! threads decoding a list of 100,000 ConfigMaps, those calls were a fifth of the client's CPU.
+//! memory-map lock, which the page faults of every other thread need too. List pages are decoded
+//! on tokio's blocking threads, so a sync pays this on every page.
 //!
 //! Allocating and at once freeing a block of [`ROOM`] bytes every so often makes glibc grow the
 //! heap by that much in one call; the objects are then carved from the free room. The block is
 //! never written, so it costs no resident memory, and it is smaller than glibc's smallest mmap
 //! threshold, so it always comes from the heap and moves none of glibc's thresholds (a larger
-//! block raised the trim threshold and kept 4–13 MB more resident; see docs/BENCHMARKS.md).
-//! Other allocators pay an allocation and a free of untouched memory per [`JSON_PER_ROOM`] bytes
-//! decoded.
+//! block would raise glibc's trim threshold and keep more memory resident). Other allocators pay
+//! an allocation and a free of untouched memory per [`JSON_PER_ROOM`] bytes decoded.
+//!
+//! It is a tuning against one allocator, kept because the informer benchmark's sync loses more
+//! than a tenth without it (the commit that kept it has the figures). Only list pages use it:
+//! watch events, decoded one at a time where they are received, showed no gain.
 
 /// The block allocated and freed: just under glibc's smallest mmap threshold (128 KiB).
 const ROOM: usize = 120 << 10;

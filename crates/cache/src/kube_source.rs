@@ -5,25 +5,21 @@
 //! [`decode`](crate::decode):
 //!
 //! - a list is read by a task of its own, one page ahead of the consumer: each page's items are
-//!   decoded on the decoding threads (one per core, see [`decode_pool`](crate::decode_pool)),
-//!   several at once, so a relist uses every core instead of the one that reads the response;
-//!   the next page's items are decoded while the consumer stores this one's, and the page
-//!   after is requested meanwhile;
-//! - a watch body is read by a task of its own, which decodes a lone event itself and splits a
-//!   burst over the decoding threads, handing the events on in order through a bounded channel:
-//!   decoding the next events overlaps with storing the last ones.
+//!   decoded on tokio's blocking threads, a share per core, so a relist uses every core instead
+//!   of the one that reads the response; the next page's items are decoded while the consumer
+//!   stores this one's, and the page after is requested meanwhile;
+//! - a watch body is read by the task that consumes its events, each decoded as soon as its
+//!   line is whole: no thread hop between receiving an event and storing it.
 //!
 //! Objects come out with exactly sized vectors, so informers over these sources skip their
 //! compacting copy ([`ListerWatcher::delivers_compact_objects`]).
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures_util::FutureExt;
 use futures_util::stream::StreamExt;
 use http_body_util::BodyExt;
 use kube::Client;
@@ -35,34 +31,16 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::body_maps::BodyMaps;
 use crate::decode;
-use crate::decode_pool::{self, DecodeHandle};
 use crate::decoding_page::DecodingPage;
 use crate::list_watch::{PageStream, WatchStream, next_page};
-use crate::response_body;
-
-/// Batches of watch events read ahead of the consumer, at most: enough to keep every decoding
-/// thread busy while the consumer stores a burst, little enough not to hold a second copy of a
-/// large backlog.
-const BATCHES_AHEAD: usize = 8;
-
-/// Lines that arrive together in fewer than this are decoded by the reading task itself.
-const PARALLEL_LINES: usize = 4;
-
-/// How much of a watch body is gathered, at most, from frames that have already arrived before
-/// its lines are decoded.
-const GATHER: usize = 1 << 20;
-
-/// The most lines in one batch.
-const MAX_BATCH: usize = 64;
 
 /// The longest watch line read: far beyond any object an API server stores (etcd's limit is
 /// 1.5 MiB), short of letting a peer that never sends a newline fill the memory.
 const MAX_LINE: usize = 64 << 20;
 
 /// List pages whose items are decoded ahead of the consumer, beside the one it waits for: the
-/// decoding threads go on with the next page while the consumer stores this one.
+/// blocking threads go on with the next page while the consumer stores this one.
 const PAGES_AHEAD: usize = 1;
 
 /// Sends `request` and returns the response, or the API's error as kube-client reports it.
@@ -93,19 +71,16 @@ pub(crate) async fn list<T>(
 where
     T: DeserializeOwned + Clone + Send + 'static,
 {
-    let body = fetch(client, request, None).await?;
+    let body = fetch(client, request).await?;
     let split = decode::split_list(&body)?;
     Ok(DecodingPage::start(body, split, std::convert::identity)
         .finish()
         .await?)
 }
 
-async fn fetch(
-    client: &Client,
-    request: http::Request<Vec<u8>>,
-    maps: Option<&BodyMaps>,
-) -> Result<Bytes, kube::Error> {
-    response_body::read_whole(send(client, request).await?, maps).await
+/// Sends `request` and reads its response's body whole.
+async fn fetch(client: &Client, request: http::Request<Vec<u8>>) -> Result<Bytes, kube::Error> {
+    Ok(send(client, request).await?.collect().await?.to_bytes())
 }
 
 /// How a list request is made from its parameters (`Request::list`, `Request::list_metadata`).
@@ -114,8 +89,8 @@ pub(crate) type BuildList =
 
 /// A list page by page, read ahead by a task of its own: each page is requested as soon as the
 /// one before has been read (its continue token is in the envelope), and its items go to the
-/// decoding threads as soon as it is read, so that the server sends the next page and the
-/// decoding threads decode this one while the consumer stores the one before.
+/// blocking threads as soon as it is read, so that the server sends the next page and the
+/// blocking threads decode this one while the consumer stores the one before.
 pub(crate) fn list_pages<T>(
     client: Client,
     request: kube::core::Request,
@@ -156,9 +131,7 @@ async fn read_pages<T>(
 ) where
     T: DeserializeOwned + Clone + Send + Sync + 'static,
 {
-    // The list's pages take turns in a few mappings, unmapped once the list is read and decoded.
-    let maps = BodyMaps::new();
-    let mut fetching = Some((start_fetch(&source, &params, &maps), params));
+    let mut fetching = Some((start_fetch(&source, &params), params));
     while let Some((fetch, params)) = fetching.take() {
         let page = match fetch.await {
             Ok(Ok(body)) => decode::split_list(&body)
@@ -182,7 +155,7 @@ async fn read_pages<T>(
             return;
         };
         fetching = next_page(params, split.metadata.continue_.as_deref())
-            .map(|params| (start_fetch(&source, &params, &maps), params));
+            .map(|params| (start_fetch(&source, &params), params));
         room.send(Ok(DecodingPage::start(body, split, Arc::new)));
     }
 }
@@ -216,19 +189,18 @@ impl Drop for Fetch {
 }
 
 /// Starts fetching the page `params` asks for.
-fn start_fetch(source: &Arc<ListSource>, params: &ListParams, maps: &BodyMaps) -> Fetch {
+fn start_fetch(source: &Arc<ListSource>, params: &ListParams) -> Fetch {
     let source = Arc::clone(source);
     let params = params.clone();
-    let maps = maps.clone();
     Fetch(tokio::spawn(async move {
         let (client, request, build) = &*source;
         let request = build(request, &params).map_err(kube::Error::BuildRequest)?;
-        fetch(client, request, Some(&maps)).await
+        fetch(client, request).await
     }))
 }
 
-/// One watch request: the stream of its events, read by a task of its own and decoded on the
-/// decoding threads when they come in bursts.
+/// One watch request: the stream of its events, each decoded by the task that polls the stream
+/// as soon as its line is whole.
 pub(crate) async fn watch<T>(
     client: &Client,
     mut request: http::Request<Vec<u8>>,
@@ -243,171 +215,95 @@ where
         .entry(http::header::ACCEPT_ENCODING)
         .or_insert(http::HeaderValue::from_static("identity"));
     let body = send(client, request).await?;
-    let (sender, receiver) = mpsc::channel(BATCHES_AHEAD);
-    tokio::spawn(read_watch(body, sender));
-    let events = (receiver, VecDeque::new());
-    Ok(
-        futures_util::stream::unfold(events, |(mut receiver, mut ready)| async move {
-            loop {
-                if let Some(event) = ready.pop_front() {
-                    return Some((event, (receiver, ready)));
-                }
-                ready = match receiver.recv().await? {
-                    Batch::Ready(events) => events.into(),
-                    Batch::Decoding(decoding) => match decoding.await {
-                        Ok(events) => events.into(),
-                        // A panic inside a `Deserialize` impl: the watch ends with an error
-                        // and the reflector resumes it.
-                        Err(err) => {
-                            let io = std::io::Error::other(err);
-                            VecDeque::from([Err(kube::Error::ReadEvents(io))])
-                        }
-                    },
-                };
-            }
-        })
-        .boxed(),
-    )
+    Ok(watch_events(body).boxed())
 }
 
 type EventResult<T> = Result<WatchEvent<T>, kube::Error>;
 
-/// Consecutive events of a watch: decoded, or being decoded on a decoding thread.
-enum Batch<T> {
-    Ready(Vec<EventResult<T>>),
-    Decoding(DecodeHandle<Vec<EventResult<T>>>),
+/// Where a watch body's reading stands: the bytes of the line being received.
+struct WatchReader<B> {
+    body: B,
+    pending: BytesMut,
+    /// How much of `pending` is known to hold no newline.
+    scanned: usize,
 }
 
-/// Reads a watch body (kube-client's [`Body`]) line by line and sends its events in order, in
-/// batches, until the body ends, fails or nobody listens any more.
-async fn read_watch<T, B>(mut body: B, sender: mpsc::Sender<Batch<T>>)
+/// The events of a watch body (kube-client's [`Body`]), one per line, until the body ends or
+/// fails. Dropping the stream drops the body, which closes the connection.
+///
+/// Events are decoded where they are received: a watch event is small, and handing its bytes to
+/// another thread to decode costs more than decoding it.
+fn watch_events<T, B>(body: B) -> impl futures_util::Stream<Item = EventResult<T>> + Send
 where
     T: DeserializeOwned + Clone + Send + 'static,
-    B: http_body::Body<Data = Bytes, Error = kube::Error> + Unpin,
+    B: http_body::Body<Data = Bytes, Error = kube::Error> + Unpin + Send,
 {
-    let mut pending = BytesMut::new();
-    // How much of `pending` is known to hold no newline.
-    let mut scanned = 0;
-    // How the body went on (a frame, its end or an error) when it was last polled ahead.
-    let mut deferred = None;
-    loop {
-        let frame = match deferred.take() {
-            Some(frame) => frame,
-            None => tokio::select! {
-                frame = body.frame() => frame,
-                // The stream was dropped: close the connection now, not at the next event.
-                () = sender.closed() => return,
-            },
-        };
-        let data = match frame {
-            None => break,
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => data,
-                Err(_) => continue, // trailers
-            },
-            Some(Err(err)) => {
-                if !is_cut(&err) {
-                    let io = std::io::Error::other(err);
-                    let _ = sender
-                        .send(Batch::Ready(vec![Err(kube::Error::ReadEvents(io))]))
-                        .await;
+    let reader = WatchReader {
+        body,
+        pending: BytesMut::new(),
+        scanned: 0,
+    };
+    futures_util::stream::unfold(Some(reader), |reader| async move {
+        let mut reader = reader?;
+        loop {
+            if let Some(end) = memchr::memchr(b'\n', &reader.pending[reader.scanned..]) {
+                let line = reader.pending.split_to(reader.scanned + end + 1);
+                reader.scanned = 0;
+                if line.trim_ascii().is_empty() {
+                    continue;
                 }
-                // A connection cut mid-stream ends the watch like a close: the reflector resumes
-                // from the last version it saw. A partial line is dropped with it.
-                return;
+                return Some((decode_event(line.trim_ascii()), Some(reader)));
             }
-        };
-        pending.extend_from_slice(data.chunk());
-        // A burst comes in many small frames (kube-apiserver writes each event in a chunk of
-        // its own): take what has already arrived, so that it is decoded in batches big enough
-        // to share out, not one event at a time. hyper hands a body's frames over one at a
-        // time, each once the connection's task has run again, so when none is ready the task
-        // yields once to let it; it stops at the first yield that brings nothing. The end of
-        // the body or an error is kept for the next turn, after these lines.
-        let mut yielded = false;
-        while pending.len() < GATHER {
-            match body.frame().now_or_never() {
-                Some(Some(Ok(frame))) => {
-                    yielded = false;
+            reader.scanned = reader.pending.len();
+            if reader.pending.len() > MAX_LINE {
+                let io = std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a watch event longer than {MAX_LINE} bytes"),
+                );
+                return Some((Err(kube::Error::ReadEvents(io)), None));
+            }
+            match reader.body.frame().await {
+                Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        pending.extend_from_slice(data.chunk());
+                        reader.pending.extend_from_slice(data.chunk());
                     }
                 }
-                Some(outcome) => {
-                    deferred = Some(outcome);
-                    break;
+                // A connection cut mid-stream ends the watch like a close: the reflector
+                // resumes from the last version it saw. A partial line is dropped with it.
+                Some(Err(err)) if is_cut(&err) => return None,
+                Some(Err(err)) => {
+                    let io = std::io::Error::other(err);
+                    return Some((Err(kube::Error::ReadEvents(io)), None));
                 }
-                None if yielded => break,
-                None => {
-                    yielded = true;
-                    tokio::task::yield_now().await;
-                }
+                None => return last_line(&reader.pending).map(|event| (event, None)),
             }
         }
-        let mut lines = Vec::new();
-        while let Some(end) = memchr::memchr(b'\n', &pending[scanned..]) {
-            let line = pending.split_to(scanned + end + 1).freeze();
-            scanned = 0;
-            if !line.trim_ascii().is_empty() {
-                lines.push(line);
-            }
-        }
-        scanned = pending.len();
-        for batch in batches(lines) {
-            if sender.send(batch).await.is_err() {
-                return;
-            }
-        }
-        if pending.len() > MAX_LINE {
-            let io = std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("a watch event longer than {MAX_LINE} bytes"),
-            );
-            let _ = sender
-                .send(Batch::Ready(vec![Err(kube::Error::ReadEvents(io))]))
-                .await;
-            return;
-        }
-    }
-    // The body ended. A last line without its newline is decoded if it is whole; if it is cut
-    // short, the connection was closed mid-event and the watch resumes as after any close.
-    if !pending.trim_ascii().is_empty() {
-        let whole = serde_json::from_slice::<serde::de::IgnoredAny>(&pending)
-            .map_or_else(|err| !err.is_eof(), |_| true);
-        if whole {
-            let event = decode::decode_watch_event(pending.trim_ascii());
-            let _ = sender.send(Batch::Ready(vec![event])).await;
-        }
-    }
+    })
 }
 
-/// Groups lines that arrived together into batches: a few are decoded here; a burst is split
-/// into batches for the decoding threads, which take them in order.
-fn batches<T>(lines: Vec<Bytes>) -> Vec<Batch<T>>
-where
-    T: DeserializeOwned + Clone + Send + 'static,
-{
-    if lines.len() < PARALLEL_LINES {
-        if lines.is_empty() {
-            return Vec::new();
-        }
-        return vec![Batch::Ready(decode_lines(&lines))];
+/// The event of a last line sent without its newline, if it is whole; one cut short means the
+/// connection was closed mid-event, and the watch resumes as after any close.
+fn last_line<T: DeserializeOwned + Clone>(rest: &[u8]) -> Option<EventResult<T>> {
+    let rest = rest.trim_ascii();
+    if rest.is_empty() {
+        return None;
     }
-    let per_batch = lines.len().div_ceil(decode_pool::threads()).min(MAX_BATCH);
-    lines
-        .chunks(per_batch)
-        .map(|chunk| {
-            let chunk = chunk.to_vec();
-            Batch::Decoding(decode_pool::spawn(move || decode_lines(&chunk)))
-        })
-        .collect()
+    let whole = serde_json::from_slice::<serde::de::IgnoredAny>(rest)
+        .map_or_else(|err| !err.is_eof(), |_| true);
+    whole.then(|| decode_event(rest))
 }
 
-fn decode_lines<T: DeserializeOwned + Clone>(lines: &[Bytes]) -> Vec<EventResult<T>> {
-    lines
-        .iter()
-        .map(|line| decode::decode_watch_event(line.trim_ascii()))
-        .collect()
+/// One watch line decoded. A `Deserialize` impl that panics (a user's type) fails the watch with
+/// an error, which the reflector answers by resuming it, instead of taking the consumer's task
+/// down.
+fn decode_event<T: DeserializeOwned + Clone>(line: &[u8]) -> EventResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode::decode_watch_event(line)
+    }))
+    .unwrap_or_else(|_| {
+        let io = std::io::Error::other("decoding a watch event panicked");
+        Err(kube::Error::ReadEvents(io))
+    })
 }
 
 /// Whether a body error is the connection ending early (a probable EOF), which ends a watch
@@ -461,87 +357,81 @@ mod tests {
         assert_eq!(&done.await.unwrap().unwrap()[..], b"{}");
     }
 
-    /// hyper hands a body's frames over one at a time, each once the connection's task has run
-    /// again; a kube-apiserver writes each event in a chunk of its own. The reader must still
-    /// gather a burst into a few batches, or every event is decoded alone on the runtime's
-    /// thread and the decoding threads stand idle.
-    #[tokio::test(flavor = "current_thread")]
-    async fn frames_handed_over_one_at_a_time_are_gathered_into_a_few_batches() {
-        let (frames, receiver) = mpsc::channel::<Result<http_body::Frame<Bytes>, kube::Error>>(1);
-        let body = http_body_util::StreamBody::new(
-            futures_util::stream::unfold(receiver, |mut receiver| async move {
-                receiver.recv().await.map(|frame| (frame, receiver))
+    fn body_of(
+        frames: Vec<Result<&'static [u8], kube::Error>>,
+    ) -> impl http_body::Body<Data = Bytes, Error = kube::Error> + Unpin + Send {
+        http_body_util::StreamBody::new(futures_util::stream::iter(
+            frames
+                .into_iter()
+                .map(|frame| frame.map(|bytes| http_body::Frame::data(Bytes::from_static(bytes)))),
+        ))
+    }
+
+    async fn names(
+        body: impl http_body::Body<Data = Bytes, Error = kube::Error> + Unpin + Send,
+    ) -> Vec<Result<String, String>> {
+        watch_events::<k8s_openapi::api::core::v1::ConfigMap, _>(body)
+            .map(|event| match event {
+                Ok(WatchEvent::Added(cm) | WatchEvent::Modified(cm)) => {
+                    Ok(cm.metadata.name.unwrap_or_default())
+                }
+                Ok(other) => Err(format!("{other:?}")),
+                Err(err) => Err(err.to_string()),
             })
-            .boxed(),
-        );
-        let (sender, mut batches) = mpsc::channel(BATCHES_AHEAD);
-        tokio::spawn(read_watch::<k8s_openapi::api::core::v1::ConfigMap, _>(
-            body, sender,
-        ));
-        tokio::spawn(async move {
-            for i in 0..200 {
-                let line = serde_json::json!({"type": "MODIFIED",
-                    "object": {"metadata": {"name": format!("cm-{i:03}")}}});
-                let frame = http_body::Frame::data(Bytes::from(format!("{line}\n")));
-                if frames.send(Ok(frame)).await.is_err() {
-                    return;
-                }
-            }
-        });
-        let mut received = 0;
-        let mut events = Vec::new();
-        while events.len() < 200 {
-            received += 1;
-            match batches.recv().await.unwrap() {
-                Batch::Ready(ready) => events.extend(ready),
-                Batch::Decoding(decoding) => events.extend(decoding.await.unwrap()),
-            }
-        }
-        for (i, event) in events.into_iter().enumerate() {
-            match event {
-                Ok(WatchEvent::Modified(cm)) => {
-                    assert_eq!(cm.metadata.name, Some(format!("cm-{i:03}")));
-                }
-                other => panic!("{i}: {other:?}"),
-            }
-        }
-        // A gathering's worth of batches (each at most `MAX_BATCH` lines, shared out among the
-        // decoding threads), not one per event.
-        let most = 200usize.div_ceil(MAX_BATCH) + decode_pool::threads();
-        assert!(
-            received <= most,
-            "{received} batches, at most {most} expected"
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn lines_split_across_frames_and_frames_holding_several_lines_come_out_in_order() {
+        let body = body_of(vec![
+            Ok(br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#),
+            Ok(b"\n\n"),
+            Ok(br#"{"type":"MODIFIED","object":{"metadata":{"name":"b"}}}"#),
+            Ok(b"\n{\"type\":\"ADDED\",\"object\":{\"meta"),
+            Ok(br#"data":{"name":"c"}}}"#),
+        ]);
+        // The last line has no newline but is whole: it is decoded.
+        assert_eq!(
+            names(body).await,
+            vec![Ok("a".to_owned()), Ok("b".to_owned()), Ok("c".to_owned())]
         );
     }
 
     #[tokio::test]
-    async fn a_burst_of_lines_comes_out_in_order_with_its_errors_in_place() {
-        let mut lines: Vec<Bytes> = (0..300)
-            .map(|i| {
-                let line = serde_json::json!({"type": "MODIFIED",
-                    "object": {"metadata": {"name": format!("cm-{i:03}")}}});
-                Bytes::from(format!("{line}\n"))
-            })
-            .collect();
-        lines[150] = Bytes::from_static(b"{not json\n");
-        let batches = batches::<k8s_openapi::api::core::v1::ConfigMap>(lines);
-        assert!(batches.len() >= 5, "{} batches", batches.len());
-        let mut events = Vec::new();
-        for batch in batches {
-            match batch {
-                Batch::Ready(ready) => events.extend(ready),
-                Batch::Decoding(decoding) => events.extend(decoding.await.unwrap()),
-            }
-        }
-        assert_eq!(events.len(), 300);
-        for (i, event) in events.into_iter().enumerate() {
-            match event {
-                Ok(WatchEvent::Modified(cm)) => {
-                    assert_eq!(cm.metadata.name, Some(format!("cm-{i:03}")));
-                }
-                Err(kube::Error::SerdeError(_)) => assert_eq!(i, 150),
-                other => panic!("{i}: {other:?}"),
-            }
-        }
+    async fn a_bad_line_is_an_error_in_place_and_the_watch_goes_on() {
+        let body = body_of(vec![
+            Ok(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n{not json\n"),
+            Ok(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"b\"}}}\n"),
+        ]);
+        let events = names(body).await;
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[0], Ok("a".to_owned()));
+        assert!(events[1].is_err(), "{events:?}");
+        assert_eq!(events[2], Ok("b".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_last_line_cut_short_ends_the_watch_without_an_error() {
+        let body = body_of(vec![
+            Ok(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n"),
+            Ok(b"{\"type\":\"ADDED\",\"object\":{\"meta"),
+        ]);
+        assert_eq!(names(body).await, vec![Ok("a".to_owned())]);
+    }
+
+    #[tokio::test]
+    async fn a_line_with_no_end_is_refused_once_it_passes_the_limit() {
+        static LONG: std::sync::LazyLock<Vec<u8>> =
+            std::sync::LazyLock::new(|| vec![b' '; MAX_LINE]);
+        let body = body_of(vec![Ok(b"{\"type\""), Ok(&LONG[..]), Ok(b":")]);
+        let events = names(body).await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(
+            events[0]
+                .as_ref()
+                .is_err_and(|err| err.contains("longer than")),
+            "{events:?}"
+        );
     }
 }

@@ -7,10 +7,8 @@
 //! read the indexer.
 
 mod backoff;
-mod body_maps;
 mod boxed_list_watch;
 mod decode;
-mod decode_pool;
 mod decoding_page;
 mod delta;
 mod delta_fifo;
@@ -31,8 +29,6 @@ mod real_fifo;
 mod reflector;
 mod reflector_error;
 mod reflector_store;
-mod response_body;
-mod retired_objects;
 mod shared_informer;
 mod thread_safe_store;
 mod transform;

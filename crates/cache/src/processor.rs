@@ -10,7 +10,6 @@ use tokio::time::Instant;
 
 use crate::delta::ObjectOrTombstone;
 use crate::handler::ResourceEventHandler;
-use crate::retired_objects::RetiredObjects;
 
 /// One notification for one handler.
 pub(crate) enum Notification<K> {
@@ -125,7 +124,6 @@ async fn run_listener<K: Send + Sync + 'static>(
     handler: Arc<dyn ResourceEventHandler<K>>,
     tracker: Arc<SyncTracker>,
 ) {
-    let mut retired = RetiredObjects::new();
     while let Some(notification) = receiver.recv().await {
         if tracker.stopped.load(Ordering::Acquire) {
             break;
@@ -151,23 +149,6 @@ async fn run_listener<K: Send + Sync + 'static>(
         }
         if initial {
             tracker.pending_initial.fetch_sub(1, Ordering::AcqRel);
-        }
-        match notification {
-            Notification::Update { old, new } => {
-                drop(new);
-                retired.retire(old);
-            }
-            Notification::Delete(ObjectOrTombstone::Object(obj)) => retired.retire(obj),
-            Notification::Delete(ObjectOrTombstone::Tombstone(tombstone)) => {
-                if let Some(obj) = tombstone.obj {
-                    retired.retire(obj);
-                }
-            }
-            Notification::Add { .. } => {}
-        }
-        // Nothing more to hand out at once: free what was retired while the stream rests.
-        if receiver.is_empty() {
-            retired.flush();
         }
     }
 }

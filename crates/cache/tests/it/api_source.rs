@@ -2,7 +2,7 @@
 //! paginated list whose next page is requested while the current one decodes comes out whole
 //! and in order; a continuation that expires mid-list ends the pages with 410; the objects are
 //! the ones serde_json decodes; a watch delivers a burst in order; a `Deserialize` that panics
-//! fails its page or its watch with an error and leaves the decoding threads working.
+//! fails its page or its watch with an error and leaves nothing broken behind.
 
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use ctrlkit_cache::ListerWatcher;
@@ -205,7 +205,7 @@ async fn a_panicking_deserialize_fails_its_page_or_watch_and_decoding_goes_on() 
         create(&api, i).await;
     }
     let fragile: Api<Fragile> = Api::namespaced(api.clone().into_client(), NAMESPACE);
-    // Pages of 100 are decoded on the decoding threads: the first holds cm-00042.
+    // Pages of 100 are decoded on blocking threads: the first holds cm-00042.
     let pages: Vec<_> = ListerWatcher::list_pages(&fragile, ListParams::default().limit(100))
         .collect()
         .await;
@@ -220,9 +220,8 @@ async fn a_panicking_deserialize_fails_its_page_or_watch_and_decoding_goes_on() 
     // The failed page ends the list: the page read ahead of it is not handed on.
     let outcomes: Vec<bool> = pages.iter().map(Result::is_ok).collect();
     assert_eq!(outcomes, [false], "pages handed on (ok or not)");
-    // The watch replays the 199 creates in a burst, split into batches over the decoding
-    // threads. It hands on the batches before cm-00042's in order, then ends with an error (the
-    // reflector resumes from the last event handed on, so the rest of that batch comes again).
+    // The watch replays the 199 creates in a burst. It hands on the events before cm-00042's in
+    // order, then an error (the reflector resumes from the last event handed on).
     let mut events = ListerWatcher::watch(&fragile, &WatchParams::default(), &version)
         .await
         .unwrap();
@@ -237,9 +236,12 @@ async fn a_panicking_deserialize_fails_its_page_or_watch_and_decoding_goes_on() 
             Err(err) => break err,
         }
     };
-    assert!(next <= 42, "cm-00042 was never handed on");
+    assert_eq!(
+        next, 42,
+        "every event before cm-00042 was handed on, and not it"
+    );
     assert!(error.to_string().contains("panicked"), "{error}");
-    // The decoding threads survived their panics: a list of the same objects decodes whole.
+    // The panics left nothing behind: a list of the same objects decodes whole.
     let pages: Vec<_> = ListerWatcher::list_pages(&api, ListParams::default().limit(100))
         .collect()
         .await;
