@@ -10,7 +10,9 @@
 //! its peak during the initial sync and once synced, its resident memory, its CPU time, and then
 //! the rate at which it hands a backlog of updates to its handler, and the CPU time per update: the
 //! parent cuts and holds the child's watch, writes the updates straight into the server's store,
-//! then lets the resumed watch replay them (five bursts, the median). The time to synced and its
+//! then lets the resumed watch replay them (five bursts, the median). Last, the parent writes a
+//! steady stream of 10,000 updates at 2,500 a second with the watch open, and the child reports
+//! the CPU it spent per event ("steady CPU/event": events one at a time, as in a cluster). The time to synced and its
 //! CPU time are the medians of seven syncs per client at 10,000 objects and three at 100,000:
 //! children that only sync, taken in turn across the clients, before the full ones (a sync of
 //! 10,000 objects takes a tenth of a second, where one hiccup of the shared host moves the figure
@@ -20,9 +22,7 @@
 //! own, as kube-apiserver does, instead of batching the events that are ready. `--syncs N` takes
 //! the median of N syncs per client instead; `--sync-only` makes only those syncs (all children
 //! that sync, report and exit) and prints each client's median, fastest and slowest, for comparing
-//! builds' sync times quickly. `--features bench-mimalloc` or `--features bench-jemalloc` runs
-//! everything on that allocator instead of the system's; `--features bench-uncounted` leaves out
-//! the counting of the live heap (see `HEAP`), and the heap columns read "–".
+//! builds' sync times quickly.
 
 // A benchmark harness: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -34,7 +34,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-#[cfg(not(feature = "bench-uncounted"))]
 use cap::Cap;
 use ctrlkit_apiserver::resource::builtin_resources;
 use ctrlkit_apiserver::storage::StoreConfig;
@@ -53,46 +52,22 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-// The allocator under the counting one: the system's (glibc's malloc on Linux) unless a
-// `bench-*` feature picks another, for both clients alike.
-#[cfg(all(feature = "bench-mimalloc", feature = "bench-jemalloc"))]
-compile_error!("pick one of the features bench-mimalloc and bench-jemalloc");
-#[cfg(feature = "bench-mimalloc")]
-use mimalloc::MiMalloc as Allocator;
-#[cfg(feature = "bench-mimalloc")]
-const ALLOCATOR_NAME: &str = "mimalloc";
-#[cfg(all(feature = "bench-jemalloc", not(feature = "bench-mimalloc")))]
-use tikv_jemallocator::Jemalloc as Allocator;
-#[cfg(all(feature = "bench-jemalloc", not(feature = "bench-mimalloc")))]
-const ALLOCATOR_NAME: &str = "jemalloc";
-#[cfg(not(any(feature = "bench-mimalloc", feature = "bench-jemalloc")))]
-use std::alloc::System as Allocator;
-#[cfg(not(any(feature = "bench-mimalloc", feature = "bench-jemalloc")))]
-const ALLOCATOR_NAME: &str = "the system allocator";
-
-// The live heap is counted by `cap`, whose shared counter every allocation and free updates. On
-// the two cores that counter's cache line moves between the threads that allocate at once: it
-// costs a client that decodes on several threads (ctrlkit) 10–20 % of its CPU per watched
-// update and a client that decodes on one (kube-runtime) next to nothing. `bench-uncounted`
-// leaves the counting out, for the time and CPU columns without it; the heap columns then
-// read "–".
-#[cfg(not(feature = "bench-uncounted"))]
+// The live heap is counted by `cap` around the system allocator, for both clients alike. Its
+// shared counter is updated by every allocation and free, which costs a client that allocates on
+// several threads at once a little more CPU than one that allocates on one.
 #[global_allocator]
-static HEAP: Cap<Allocator> = Cap::new(Allocator, usize::MAX);
-#[cfg(feature = "bench-uncounted")]
-#[global_allocator]
-static UNCOUNTED: Allocator = Allocator;
-const HEAP_COUNTED: bool = cfg!(not(feature = "bench-uncounted"));
+static HEAP: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
 
-/// The live heap at its peak and now, in bytes; zeros when it is not counted.
+/// The live heap at its peak and now, in bytes.
 fn heap_peak_and_now() -> (usize, usize) {
-    #[cfg(not(feature = "bench-uncounted"))]
-    return (HEAP.max_allocated(), HEAP.allocated());
-    #[cfg(feature = "bench-uncounted")]
-    return (0, 0);
+    (HEAP.max_allocated(), HEAP.allocated())
 }
 
 const NAMESPACE: &str = "bench";
+/// Updates of the steady stream, written at [`STEADY_PER_SECOND`] while the client watches: the
+/// CPU a client spends per event when events come one at a time, as they do in a cluster.
+const STEADY_UPDATES: usize = 10_000;
+const STEADY_PER_SECOND: usize = 2_500;
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
 /// Bursts of updates each client replays; the table gives the median. A burst of 20,000
 /// updates at 10,000 ConfigMaps lasts a sixth of a second; with three bursts, runs of the same
@@ -136,15 +111,7 @@ fn main() {
         .build()
         .expect("runtime");
     println!(
-        "both clients allocate through {ALLOCATOR_NAME}{}",
-        if HEAP_COUNTED {
-            ", the live heap counted"
-        } else {
-            ", the live heap not counted (bench-uncounted)"
-        }
-    );
-    println!(
-        "{:<11} {:>7} {:<28} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10}",
+        "{:<11} {:>7} {:<28} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10} {:>16}",
         "kind",
         "objects",
         "client",
@@ -157,7 +124,8 @@ fn main() {
         "RSS peak",
         "RSS sync",
         "updates/s",
-        "CPU/update"
+        "CPU/update",
+        "steady CPU/event"
     );
     let kinds: Vec<&str> = match args.iter().position(|arg| arg == "--kind") {
         Some(i) => args.get(i + 1).map(String::as_str).into_iter().collect(),
@@ -352,6 +320,40 @@ async fn run_size(kind: &str, objects: usize, chunk_per_event: bool) {
         }
         let rate = median(&mut rates);
         let cpu_per_update = median(&mut cpu_per_update);
+        // The steady stream: updates written at a fixed pace with the watch open.
+        let steady_cpu_per_event = if client.starts_with("server replay") {
+            0.0
+        } else {
+            writeln!(stdin, "steady").expect("steady");
+            let batch = 25;
+            let pause = Duration::from_secs_f64(batch as f64 / STEADY_PER_SECOND as f64);
+            let started = Instant::now();
+            for i in 0..STEADY_UPDATES {
+                let name = format!("obj-{:06}", i % objects);
+                let mut current = (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
+                current["metadata"]["labels"]["steady"] = json!(format!("{}-{i}", client.len()));
+                if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("resourceVersion");
+                }
+                let (updated, _) = store
+                    .update(resource, NAMESPACE, &name, current, false)
+                    .expect("update");
+                let _ = updated.json();
+                if (i + 1) % batch == 0 {
+                    let due = started + pause * ((i + 1) / batch) as u32;
+                    tokio::time::sleep_until(due.into()).await;
+                }
+            }
+            let watched = tokio::task::block_in_place(|| lines.next())
+                .expect("steady line")
+                .expect("read");
+            let cpu_ms: f64 = watched
+                .strip_prefix("watched ")
+                .expect("watched")
+                .parse()
+                .expect("cpu");
+            cpu_ms * 1000.0 / STEADY_UPDATES as f64
+        };
         drop(stdin);
         let _ = child.wait();
         let fields: Vec<&str> = synced.split_whitespace().collect();
@@ -374,19 +376,15 @@ async fn run_size(kind: &str, objects: usize, chunk_per_event: bool) {
         earlier.push((sync_ms, sync_cpu_ms));
         let sync_ms = median(&mut earlier.iter().map(|sync| sync.0).collect::<Vec<_>>());
         let sync_cpu_ms = median(&mut earlier.iter().map(|sync| sync.1).collect::<Vec<_>>());
-        let heap = if HEAP_COUNTED {
-            format!(
-                "{:>9.1}M {:>9.1}M {:>9.0} {:>9.2}",
-                heap_peak / 1048576.0,
-                heap_synced / 1048576.0,
-                heap_synced / objects as f64,
-                heap_peak / heap_synced,
-            )
-        } else {
-            format!("{:>10} {:>10} {:>9} {:>9}", "–", "–", "–", "–")
-        };
+        let heap = format!(
+            "{:>9.1}M {:>9.1}M {:>9.0} {:>9.2}",
+            heap_peak / 1048576.0,
+            heap_synced / 1048576.0,
+            heap_synced / objects as f64,
+            heap_peak / heap_synced,
+        );
         println!(
-            "{:<11} {:>7} {:<28} {:>9.0} {:>9.0} {heap} {:>8.1}M {:>8.1}M {:>11.0} {:>8.1}us",
+            "{:<11} {:>7} {:<28} {:>9.0} {:>9.0} {heap} {:>8.1}M {:>8.1}M {:>11.0} {:>8.1}us {:>14.1}us",
             kind,
             objects,
             client,
@@ -395,7 +393,8 @@ async fn run_size(kind: &str, objects: usize, chunk_per_event: bool) {
             rss_peak / 1048576.0,
             rss / 1048576.0,
             rate,
-            cpu_per_update
+            cpu_per_update,
+            steady_cpu_per_event
         );
     }
     server.shutdown().await;
@@ -667,7 +666,8 @@ fn child(role: &str) {
 
 /// Reports "synced <ms> <heap peak> <heap now> <rss peak> <rss> <cpu ms>", then for each of
 /// `ROUNDS` bursts waits for "go" and reports "watched <cpu ms>" once `updates` more updates
-/// reached the handler (the parent times the burst).
+/// reached the handler (the parent times the burst); then for the steady stream waits for
+/// "steady" and reports "watched <cpu ms>" once its `STEADY_UPDATES` reached the handler.
 async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notify, updates: usize) {
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
     if std::env::var_os(SYNC_ONLY_ENV).is_some() {
@@ -713,6 +713,22 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
         }
         println!("watched {}", cpu_ms() - cpu_before);
     }
+    // The steady stream: the parent writes `STEADY_UPDATES` at a fixed pace.
+    let mut line = String::new();
+    let read = tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line));
+    if read.unwrap_or(0) == 0 {
+        return;
+    }
+    let cpu_before = cpu_ms();
+    let target = base + updates * ROUNDS + STEADY_UPDATES;
+    while seen.load(Ordering::SeqCst) < target {
+        let notified = progress.notified();
+        if seen.load(Ordering::SeqCst) >= target {
+            break;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(1000), notified).await;
+    }
+    println!("watched {}", cpu_ms() - cpu_before);
 }
 
 async fn ctrlkit<K>(
