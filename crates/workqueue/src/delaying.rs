@@ -1,7 +1,6 @@
 //! [`DelayingQueue`]: a [`Queue`](crate::Queue) that can add an item after a delay, with an exact
 //! timer per ready time (no periodic polling).
 
-use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -12,7 +11,6 @@ use tokio::time::Instant;
 
 use crate::backlog::{Backlog, Fifo};
 use crate::core::Core;
-use crate::item::{DelayingHandle, QueueHandle, Ticket, WorkItem, sealed};
 use crate::metrics::MetricsConfig;
 use crate::queue::{new_core, spawn_unfinished_work_updater};
 
@@ -187,50 +185,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
     pub fn add_after(&self, item: T, delay: Duration) {
         Delayer::add_after(&self.inner, item, delay, (), false);
     }
-
-    /// How many items are ready to be handed out (not counting those waiting for a delay).
-    pub fn len(&self) -> usize {
-        self.inner.core.len()
-    }
-
-    /// Whether no item is ready to be handed out.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// How many items wait for their delay to pass.
-    pub fn waiting_len(&self) -> usize {
-        self.inner.core.waiting_len()
-    }
-
-    /// Waits for the next item; `None` only when shut down and empty. Cancel-safe.
-    pub async fn get(&self) -> Option<WorkItem<T, &Self>> {
-        Delayer::ensure_timer(&self.inner);
-        let (item, ticket) = self.inner.core.get().await?;
-        Some(WorkItem::new(item, ticket, self))
-    }
-
-    /// Marks `item` as processed (dropping the [`WorkItem`] does the same).
-    pub fn done(&self, item: &T) {
-        self.inner.core.done_item(item);
-    }
-
-    /// Drops further adds and the items waiting for a delay, stops the timer, and makes idle
-    /// `get`s return `None`.
-    pub fn shut_down(&self) {
-        self.inner.shut_down();
-    }
-
-    /// Shuts down, then waits until every item handed out is done.
-    pub async fn shut_down_with_drain(&self) {
-        self.inner.shut_down_with_drain().await;
-    }
-
-    /// Whether the queue is shutting down.
-    pub fn shutting_down(&self) -> bool {
-        self.inner.core.shutting_down()
-    }
 }
+
+crate::delayer_queue::delayer_queue_methods!(DelayingQueue);
 
 impl<T: Clone + Eq + Hash + Send + 'static> Default for DelayingQueue<T> {
     fn default() -> Self {
@@ -243,29 +200,5 @@ impl<T: Clone + Eq + Hash + Send + 'static> Clone for DelayingQueue<T> {
         Self {
             inner: Arc::clone(&self.inner),
         }
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for DelayingQueue<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DelayingQueue")
-            .field("len", &self.len())
-            .field("waiting", &self.waiting_len())
-            .field("shutting_down", &self.shutting_down())
-            .finish()
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for DelayingQueue<T> {}
-
-impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for DelayingQueue<T> {
-    fn finish(&self, ticket: Ticket) {
-        self.inner.core.done(ticket);
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> DelayingHandle<T> for DelayingQueue<T> {
-    fn requeue_after(&self, item: T, delay: Duration) {
-        self.add_after(item, delay);
     }
 }

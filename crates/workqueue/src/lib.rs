@@ -40,6 +40,7 @@
 
 mod backlog;
 mod core;
+mod delayer_queue;
 mod delaying;
 mod item;
 pub mod metrics;

@@ -2,13 +2,12 @@
 //! items cannot starve.
 
 use std::borrow::Borrow;
-use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::delaying::Delayer;
-use crate::item::{DelayingHandle, QueueHandle, RateLimitedHandle, Ticket, WorkItem, sealed};
+use crate::item::{QueueHandle, WorkItem};
 use crate::metrics::MetricsConfig;
 use crate::priority_backlog::PriorityBacklog;
 use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};
@@ -193,50 +192,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> PriorityQueue<T> {
     pub fn num_requeues(&self, item: &T) -> usize {
         self.limiter.num_requeues(item)
     }
-
-    /// How many items are ready to be handed out.
-    pub fn len(&self) -> usize {
-        self.inner.core.len()
-    }
-
-    /// Whether no item is ready to be handed out.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// How many items wait for a delay to pass.
-    pub fn waiting_len(&self) -> usize {
-        self.inner.core.waiting_len()
-    }
-
-    /// Waits for the ready item of highest priority; `None` only when shut down and empty.
-    /// Cancel-safe.
-    pub async fn get(&self) -> Option<WorkItem<T, &Self>> {
-        Delayer::ensure_timer(&self.inner);
-        let (item, ticket) = self.inner.core.get().await?;
-        Some(WorkItem::new(item, ticket, self))
-    }
-
-    /// Marks `item` as processed (dropping the [`WorkItem`] does the same).
-    pub fn done(&self, item: &T) {
-        self.inner.core.done_item(item);
-    }
-
-    /// Drops further adds and waiting items, stops the timer, makes idle `get`s return `None`.
-    pub fn shut_down(&self) {
-        self.inner.shut_down();
-    }
-
-    /// Shuts down, then waits until every item handed out is done.
-    pub async fn shut_down_with_drain(&self) {
-        self.inner.shut_down_with_drain().await;
-    }
-
-    /// Whether the queue is shutting down.
-    pub fn shutting_down(&self) -> bool {
-        self.inner.core.shutting_down()
-    }
 }
+
+crate::delayer_queue::delayer_queue_methods!(PriorityQueue, rate_limited);
 
 impl<T, Q> WorkItem<T, Q>
 where
@@ -257,41 +215,5 @@ impl<T: Clone + Eq + Hash + Send + 'static> Clone for PriorityQueue<T> {
             inner: Arc::clone(&self.inner),
             limiter: Arc::clone(&self.limiter),
         }
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for PriorityQueue<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PriorityQueue")
-            .field("len", &self.len())
-            .field("waiting", &self.waiting_len())
-            .field("shutting_down", &self.shutting_down())
-            .finish()
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for PriorityQueue<T> {}
-
-impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for PriorityQueue<T> {
-    fn finish(&self, ticket: Ticket) {
-        self.inner.core.done(ticket);
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> DelayingHandle<T> for PriorityQueue<T> {
-    fn requeue_after(&self, item: T, delay: Duration) {
-        self.add_after(item, delay);
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> RateLimitedHandle<T> for PriorityQueue<T> {
-    fn requeue_rate_limited(&self, item: T) {
-        self.add_rate_limited(item);
-    }
-    fn forget(&self, item: &T) {
-        PriorityQueue::forget(self, item);
-    }
-    fn num_requeues(&self, item: &T) -> usize {
-        PriorityQueue::num_requeues(self, item)
     }
 }

@@ -1,14 +1,12 @@
 //! [`RateLimitingQueue`]: a [`DelayingQueue`](crate::DelayingQueue) whose retries wait as a
 //! [`RateLimiter`] says.
 
-use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backlog::Fifo;
 use crate::delaying::Delayer;
-use crate::item::{DelayingHandle, QueueHandle, RateLimitedHandle, Ticket, WorkItem, sealed};
 use crate::metrics::MetricsConfig;
 use crate::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 
@@ -16,9 +14,9 @@ use crate::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 /// every controller.
 ///
 /// Workers take items with [`get`](RateLimitingQueue::get) and end each one through its
-/// [`WorkItem`] guard: [`forget`](WorkItem::forget) on success (the limiter stops counting the
-/// item's failures), [`requeue_rate_limited`](WorkItem::requeue_rate_limited) on failure, or
-/// [`requeue_after`](WorkItem::requeue_after); every path marks the item done.
+/// [`WorkItem`](crate::WorkItem) guard: [`forget`](crate::WorkItem::forget) on success (the limiter stops counting the
+/// item's failures), [`requeue_rate_limited`](crate::WorkItem::requeue_rate_limited) on failure, or
+/// [`requeue_after`](crate::WorkItem::requeue_after); every path marks the item done.
 ///
 /// ```
 /// use std::time::Duration;
@@ -102,49 +100,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
     pub fn num_requeues(&self, item: &T) -> usize {
         self.limiter.num_requeues(item)
     }
-
-    /// How many items are ready to be handed out.
-    pub fn len(&self) -> usize {
-        self.inner.core.len()
-    }
-
-    /// Whether no item is ready to be handed out.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// How many items wait for a delay to pass.
-    pub fn waiting_len(&self) -> usize {
-        self.inner.core.waiting_len()
-    }
-
-    /// Waits for the next item; `None` only when shut down and empty. Cancel-safe.
-    pub async fn get(&self) -> Option<WorkItem<T, &Self>> {
-        Delayer::ensure_timer(&self.inner);
-        let (item, ticket) = self.inner.core.get().await?;
-        Some(WorkItem::new(item, ticket, self))
-    }
-
-    /// Marks `item` as processed (dropping the [`WorkItem`] does the same).
-    pub fn done(&self, item: &T) {
-        self.inner.core.done_item(item);
-    }
-
-    /// Drops further adds and waiting items, stops the timer, makes idle `get`s return `None`.
-    pub fn shut_down(&self) {
-        self.inner.shut_down();
-    }
-
-    /// Shuts down, then waits until every item handed out is done.
-    pub async fn shut_down_with_drain(&self) {
-        self.inner.shut_down_with_drain().await;
-    }
-
-    /// Whether the queue is shutting down.
-    pub fn shutting_down(&self) -> bool {
-        self.inner.core.shutting_down()
-    }
 }
+
+crate::delayer_queue::delayer_queue_methods!(RateLimitingQueue, rate_limited);
 
 impl<T: Clone + Eq + Hash + Send + 'static> Clone for RateLimitingQueue<T> {
     fn clone(&self) -> Self {
@@ -152,41 +110,5 @@ impl<T: Clone + Eq + Hash + Send + 'static> Clone for RateLimitingQueue<T> {
             inner: Arc::clone(&self.inner),
             limiter: Arc::clone(&self.limiter),
         }
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> fmt::Debug for RateLimitingQueue<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RateLimitingQueue")
-            .field("len", &self.len())
-            .field("waiting", &self.waiting_len())
-            .field("shutting_down", &self.shutting_down())
-            .finish()
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> sealed::Sealed for RateLimitingQueue<T> {}
-
-impl<T: Clone + Eq + Hash + Send + 'static> QueueHandle<T> for RateLimitingQueue<T> {
-    fn finish(&self, ticket: Ticket) {
-        self.inner.core.done(ticket);
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> DelayingHandle<T> for RateLimitingQueue<T> {
-    fn requeue_after(&self, item: T, delay: Duration) {
-        self.add_after(item, delay);
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + 'static> RateLimitedHandle<T> for RateLimitingQueue<T> {
-    fn requeue_rate_limited(&self, item: T) {
-        self.add_rate_limited(item);
-    }
-    fn forget(&self, item: &T) {
-        RateLimitingQueue::forget(self, item);
-    }
-    fn num_requeues(&self, item: &T) -> usize {
-        RateLimitingQueue::num_requeues(self, item)
     }
 }
