@@ -18,7 +18,8 @@
 //! 10,000 objects takes a tenth of a second, where one hiccup of the shared host moves the figure
 //! by a fifth). `--quick` runs 10,000 objects only; `--objects N` and `--kind pods|configmaps` pick
 //! one size and kind; `--client NAME` (repeatable, a name of the table's client column) runs only
-//! those clients; `--chunk-per-event` has the server send every watch event in an HTTP chunk of its
+//! those clients; `--writers-during-sync` has two writers update objects (each at most 1,000 a
+//! second) while each client's full run lists and syncs; `--chunk-per-event` has the server send every watch event in an HTTP chunk of its
 //! own, as kube-apiserver does, instead of batching the events that are ready. `--syncs N` takes
 //! the median of N syncs per client instead; `--sync-only` makes only those syncs (all children
 //! that sync, report and exit) and prints each client's median, fastest and slowest, for comparing
@@ -268,13 +269,45 @@ async fn run_size(kind: &str, objects: usize, chunk_per_event: bool) {
         server.shutdown().await;
         return;
     }
+    let writers_during_sync = args.iter().any(|arg| arg == "--writers-during-sync");
     for client in clients {
         let mut child = spawn(client, false);
         let mut stdin = child.stdin.take().expect("stdin");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let synced = tokio::task::block_in_place(|| lines.next())
-            .expect("synced line")
-            .expect("read");
+        // With `--writers-during-sync`, two writers update objects (each at most 1,000 a second)
+        // from the child's start until it reports synced: the list runs while objects change.
+        let writing = std::sync::atomic::AtomicBool::new(writers_during_sync);
+        let synced = std::thread::scope(|scope| {
+            let writing = &writing;
+            let store = server.store();
+            for writer in 0..if writers_during_sync { 2 } else { 0 } {
+                scope.spawn(move || {
+                    let mut i = writer;
+                    while writing.load(Ordering::Relaxed) {
+                        let name = format!("obj-{:06}", i % objects);
+                        let mut current =
+                            (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
+                        current["metadata"]["labels"]["during-sync"] = json!(i.to_string());
+                        if let Some(meta) =
+                            current.get_mut("metadata").and_then(Value::as_object_mut)
+                        {
+                            meta.remove("resourceVersion");
+                        }
+                        let (updated, _) = store
+                            .update(resource, NAMESPACE, &name, current, false)
+                            .expect("update");
+                        let _ = updated.json();
+                        i += 2;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                });
+            }
+            let synced = tokio::task::block_in_place(|| lines.next());
+            writing.store(false, Ordering::Relaxed);
+            synced
+        })
+        .expect("synced line")
+        .expect("read");
         // The bursts: watches are cut and held while the updates go straight into the store,
         // then released, so the rate is the client's (and the server's replay), not the
         // writer's. The raw replay reads one burst; the clients `ROUNDS`, reported as medians.
