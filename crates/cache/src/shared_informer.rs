@@ -332,8 +332,7 @@ where
     /// ([`ListerWatcher::delivers_compact_objects`](crate::ListerWatcher::delivers_compact_objects): any kube-client `Api`, and
     /// [`MetadataListerWatcher`](crate::MetadataListerWatcher)) skip the copy whatever this
     /// says; a transform's output is cached as it returns it. Turn it off for another source
-    /// when CPU is scarcer than memory. Refused after
-    /// start.
+    /// when CPU is scarcer than memory. Refused after start.
     pub fn set_compact_objects(&self, compact: bool) -> Result<(), InformerError> {
         let mut config = self.inner.config.lock();
         if config.started {
