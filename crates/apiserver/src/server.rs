@@ -150,7 +150,6 @@ impl ApiServer {
             address: address.to_string(),
             faults: Faults::default(),
             link: Arc::clone(&link),
-            chunks: crate::rest::chunk_buffers::ChunkBuffers::default(),
             services: Default::default(),
             tokens: Default::default(),
             in_flight,

@@ -6,7 +6,6 @@
 
 mod admin;
 mod apply;
-pub(crate) mod chunk_buffers;
 pub(crate) mod cluster;
 mod coordinated_election;
 mod crd;
@@ -108,8 +107,6 @@ pub struct App {
     pub faults: Faults,
     /// Partitions, restarts and shutdown, for the admin endpoint's partition and restart.
     pub(crate) link: std::sync::Arc<tokio::sync::watch::Sender<crate::link::Link>>,
-    /// The buffers watch streams write their batches into.
-    pub(crate) chunks: chunk_buffers::ChunkBuffers,
     /// The lock under which Services get cluster IPs and node ports.
     pub(crate) services: crate::kinds::strategy::ServiceAllocations,
     /// The key service account tokens are signed with.

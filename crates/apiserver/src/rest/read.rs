@@ -12,7 +12,6 @@ use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::chunk_buffers::ChunkBuffers;
 use super::status::ApiError;
 use super::{App, Query, is_true};
 use crate::custom::conversion;
@@ -372,8 +371,6 @@ struct Stream {
     ended: bool,
     /// Changes when the fault hooks cut every watch.
     cuts: tokio::sync::watch::Receiver<u64>,
-    /// The server's buffers for batches of events.
-    chunks: ChunkBuffers,
     /// The form the watcher asked its events in.
     renderer: Renderer,
     /// How many bytes of ready events go in one chunk (see [`RestConfig::watch_batch_bytes`]).
@@ -383,9 +380,8 @@ struct Stream {
 }
 
 impl Stream {
-    /// `first` followed by the events that are ready now (up to the batch size), written into
-    /// the server's chunk buffers; `first` alone, uncopied, when none is ready or batches are
-    /// off.
+    /// `first` followed by the events that are ready now (up to the batch size), in one chunk;
+    /// `first` alone, uncopied, when none is ready or batches are off.
     fn with_ready_events(&mut self, first: Outgoing) -> Bytes {
         if self.initial_events_end || self.batch_bytes == 0 {
             // The initial-events-end bookmark must follow the initial events at once; and with
@@ -407,19 +403,19 @@ impl Stream {
         // Room for the batch and its last event; an absurd setting asks for no more than
         // 16 MiB up front (a longer batch grows as it is written).
         let room = batch_bytes.saturating_mul(2).min(16 << 20);
-        self.chunks.write(room, |batch| {
-            first.write_into(batch);
-            loop {
-                next.write_into(batch);
-                if batch.len() >= batch_bytes {
-                    break;
-                }
-                match ready(watch, labels, fields, renderer, kind) {
-                    Some(after) => next = after,
-                    None => break,
-                }
+        let mut batch = BytesMut::with_capacity(room);
+        first.write_into(&mut batch);
+        loop {
+            next.write_into(&mut batch);
+            if batch.len() >= batch_bytes {
+                break;
             }
-        })
+            match ready(watch, labels, fields, renderer, kind) {
+                Some(after) => next = after,
+                None => break,
+            }
+        }
+        batch.freeze()
     }
 
     /// `outgoing` rendered; its object converted by the CRD's webhook first when the watched
@@ -602,7 +598,6 @@ pub(super) fn watch(
         initial_events_end: send_initial,
         ended: false,
         cuts: app.faults.watch_cuts(),
-        chunks: app.chunks.clone(),
         renderer: Renderer {
             negotiated: encoding.negotiated,
             include: encoding.include,
