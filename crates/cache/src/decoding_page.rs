@@ -1,4 +1,5 @@
-//! A list page whose items are being decoded on tokio's blocking threads, a share per core.
+//! A list page whose items are being decoded, a share per core: the task that read the page
+//! decodes the first share itself, tokio's blocking threads the others.
 
 use bytes::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
@@ -11,11 +12,25 @@ use tokio::task::JoinHandle;
 /// Pages with fewer items than this are decoded by the task that read them.
 const PARALLEL_FROM: usize = 32;
 
-/// The most items decoded as one job. Several jobs a page keep every decoding thread busy up to
-/// the page's end, and the jobs of the next page queue behind them.
-const MAX_CHUNK: usize = 128;
-
 type Chunk<U> = JoinHandle<Result<Vec<U>, DecodeError>>;
+
+/// Decodes `ranges` of `body` on the calling task. A `Deserialize` impl that panics (a user's
+/// type) fails the page with an error, as on a blocking thread, instead of taking the task down.
+fn decode_here<T: DeserializeOwned, U>(
+    body: &[u8],
+    ranges: &[std::ops::Range<usize>],
+    wrap: fn(T) -> U,
+) -> Result<Vec<U>, DecodeError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode::decode_items_as(body, ranges, wrap)
+    }))
+    .unwrap_or_else(|_| {
+        Err(DecodeError::Invalid {
+            what: "a list item",
+            message: "decoding it panicked".to_owned(),
+        })
+    })
+}
 
 /// How many shares a large page is decoded in: one per core.
 fn cores() -> usize {
@@ -25,7 +40,13 @@ fn cores() -> usize {
 /// A page's items: decoded already, or being decoded in chunks, in order.
 enum Items<U> {
     Decoded(Result<Vec<U>, DecodeError>),
-    Decoding { chunks: Vec<Chunk<U>>, len: usize },
+    Decoding {
+        /// The first share, decoded by the task that read the page.
+        first: Result<Vec<U>, DecodeError>,
+        /// The other shares, one per other core, on blocking threads.
+        chunks: Vec<Chunk<U>>,
+        len: usize,
+    },
 }
 
 /// A list page split into its items, which are decoded from the moment it is made; awaiting
@@ -51,12 +72,12 @@ where
         let threads = cores();
         let len = split.items.len();
         let items = if len < PARALLEL_FROM || threads < 2 {
-            Items::Decoded(decode::decode_items_as(&body, &split.items, wrap))
+            Items::Decoded(decode_here(&body, &split.items, wrap))
         } else {
-            let per_chunk = len.div_ceil(threads).min(MAX_CHUNK);
-            let chunks = split
-                .items
-                .chunks(per_chunk)
+            let per_share = len.div_ceil(threads);
+            let (first, rest) = split.items.split_at(per_share.min(len));
+            let chunks = rest
+                .chunks(per_share)
                 .map(|ranges| {
                     let body = body.clone();
                     let ranges = ranges.to_vec();
@@ -65,7 +86,8 @@ where
                     })
                 })
                 .collect();
-            Items::Decoding { chunks, len }
+            let first = decode_here(&body, first, wrap);
+            Items::Decoding { first, chunks, len }
         };
         Self {
             types: split.types,
@@ -78,8 +100,9 @@ where
     pub(crate) async fn finish(self) -> Result<ObjectList<U>, DecodeError> {
         let items = match self.items {
             Items::Decoded(items) => items?,
-            Items::Decoding { chunks, len } => {
+            Items::Decoding { first, chunks, len } => {
                 let mut items = Vec::with_capacity(len);
+                items.extend(first?);
                 for chunk in chunks {
                     match chunk.await {
                         Ok(decoded) => items.extend(decoded?),

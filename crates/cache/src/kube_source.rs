@@ -5,9 +5,9 @@
 //! [`decode`](crate::decode):
 //!
 //! - a list is read by a task of its own, one page ahead of the consumer: each page's items are
-//!   decoded on tokio's blocking threads, a share per core, so a relist uses every core instead
-//!   of the one that reads the response; the next page's items are decoded while the consumer
-//!   stores this one's, and the page after is requested meanwhile;
+//!   decoded a share per core (the reading task's own, and tokio's blocking threads'), so a
+//!   relist uses every core instead of the one that reads the response; the next page's items
+//!   are decoded while the consumer stores this one's, and the page after is requested meanwhile;
 //! - a watch body is read by the task that consumes its events, each decoded as soon as its
 //!   line is whole: no thread hop between receiving an event and storing it.
 //!
@@ -40,7 +40,7 @@ use crate::list_watch::{PageStream, WatchStream, next_page};
 const MAX_LINE: usize = 64 << 20;
 
 /// List pages whose items are decoded ahead of the consumer, beside the one it waits for: the
-/// blocking threads go on with the next page while the consumer stores this one.
+/// next page is decoded while the consumer stores this one.
 const PAGES_AHEAD: usize = 1;
 
 /// Sends `request` and returns the response, or the API's error as kube-client reports it.
@@ -88,9 +88,9 @@ pub(crate) type BuildList =
     fn(&kube::core::Request, &ListParams) -> Result<http::Request<Vec<u8>>, RequestError>;
 
 /// A list page by page, read ahead by a task of its own: each page is requested as soon as the
-/// one before has been read (its continue token is in the envelope), and its items go to the
-/// blocking threads as soon as it is read, so that the server sends the next page and the
-/// blocking threads decode this one while the consumer stores the one before.
+/// one before has been read (its continue token is in the envelope), and its items are decoded
+/// as soon as it is read, so that the server sends the next page and this one is decoded while
+/// the consumer stores the one before.
 pub(crate) fn list_pages<T>(
     client: Client,
     request: kube::core::Request,

@@ -205,7 +205,8 @@ async fn a_panicking_deserialize_fails_its_page_or_watch_and_decoding_goes_on() 
         create(&api, i).await;
     }
     let fragile: Api<Fragile> = Api::namespaced(api.clone().into_client(), NAMESPACE);
-    // Pages of 100 are decoded on blocking threads: the first holds cm-00042.
+    // Pages of 100 are decoded in shares, one by the reading task: the first page holds
+    // cm-00042.
     let pages: Vec<_> = ListerWatcher::list_pages(&fragile, ListParams::default().limit(100))
         .collect()
         .await;
