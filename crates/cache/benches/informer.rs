@@ -2,29 +2,29 @@
 //!
 //! `cargo bench -p ctrlkit-cache --bench informer [-- --quick]`
 //!
-//! For 10,000 and 100,000 ConfigMaps and Pods (realistic bodies, managedFields included) the parent
-//! process starts the embedded server and fills it, then runs each client in its own child process,
-//! one after another: kube-runtime's `reflector(store, watcher(..))` and ctrlkit's
-//! `SharedIndexInformer` as is, with `drop_managed_fields`, over a slim projection type (Pods), and
-//! metadata-only. Each child reports the time to synced, its live heap (a counting allocator) at
-//! its peak during the initial sync and once synced, its resident memory, its CPU time, and then
-//! the rate at which it hands a backlog of updates to its handler, and the CPU time per update: the
-//! parent cuts and holds the child's watch, writes the updates straight into the server's store,
-//! then lets the resumed watch replay them (five bursts, the median). Last, the parent writes a
-//! steady stream of 10,000 updates at 2,500 a second with the watch open, and the child reports
-//! the CPU it spent per event ("steady CPU/event": events one at a time, as in a cluster). The time to synced and its
-//! CPU time are the medians of seven syncs per client at 10,000 objects and three at 100,000:
-//! children that only sync, taken in turn across the clients, before the full ones (a sync of
-//! 10,000 objects takes a tenth of a second, where one hiccup of the shared host moves the figure
-//! by a fifth). `--quick` runs 10,000 objects only; `--objects N` and `--kind pods|configmaps` pick
-//! one size and kind; `--client NAME` (repeatable, a name of the table's client column) runs only
-//! those clients; `--writers-during-sync` has two writers update objects (each at most 1,000 a
-//! second) while each client's full run lists and syncs; the server sends every watch event in an
-//! HTTP chunk of its own, as kube-apiserver does, unless `--batch-watch` has it send the events
-//! that are ready together (up to 64 KiB a chunk). `--syncs N` takes
-//! the median of N syncs per client instead; `--sync-only` makes only those syncs (all children
-//! that sync, report and exit) and prints each client's median, fastest and slowest, for comparing
-//! builds' sync times quickly.
+//! For 10,000 and 100,000 ConfigMaps and Pods (realistic bodies, managedFields included) the
+//! parent process starts the embedded server and fills it, then runs each client in a child
+//! process of its own: kube-runtime's `reflector(store, watcher(..))`, and ctrlkit's
+//! `SharedIndexInformer` as is, with `drop_managed_fields`, over a slim projection type (Pods),
+//! and metadata-only.
+//!
+//! A full run of a client reports its time to synced and the CPU it took, its live heap (a
+//! counting allocator) and resident memory at their peak during the sync and once synced; then
+//! the rate at which it hands a backlog of updates to its handler and its CPU per update (the
+//! parent cuts and holds the watch, writes 20,000 updates into the store, and lets the resumed
+//! watch replay them; five bursts, the median); then its CPU per event of a steady stream
+//! (10,000 updates at 2,500 a second with the watch open; three streams, the median). Each
+//! client has `--pairs N` full runs (3 by default), taken in turn across the clients; every
+//! column is the median. The sync columns also count children that only sync, also in turn
+//! (`--syncs N` in all: 7 at 10,000 objects, 3 at 100,000, at least the pairs).
+//!
+//! `--quick` runs 10,000 objects only; `--objects N` and `--kind pods|configmaps` pick one size
+//! and kind; `--client NAME` (repeatable, a name of the table's client column) runs only those
+//! clients; `--writers-during-sync` has two writers update objects (each at most 1,000 a second)
+//! while each full run lists and syncs; `--batch-watch` has the server send the watch events
+//! that are ready together (up to 64 KiB a chunk) instead of one per chunk, as kube-apiserver
+//! does; `--sync-only` makes only the syncs and prints each client's median, fastest and
+//! slowest, for comparing builds' sync times quickly.
 
 // A benchmark harness: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -70,6 +70,28 @@ const NAMESPACE: &str = "bench";
 /// CPU a client spends per event when events come one at a time, as they do in a cluster.
 const STEADY_UPDATES: usize = 10_000;
 const STEADY_PER_SECOND: usize = 2_500;
+/// Full runs of each client, taken in turn across the clients, unless `--pairs` says otherwise;
+/// the memory and watch columns are their medians.
+const PAIRS: usize = 3;
+
+/// What one full run of a client reported.
+struct FullRun {
+    /// Time to synced and its CPU time, in ms.
+    sync: (f64, f64),
+    heap_peak: f64,
+    heap_synced: f64,
+    rss_peak: f64,
+    rss: f64,
+    /// Updates per second of the replayed bursts (median).
+    rate: f64,
+    /// CPU per update of the replayed bursts, in µs (median).
+    cpu_per_update: f64,
+    /// CPU per event of the steady streams, in µs (median).
+    steady_cpu_per_event: f64,
+}
+
+/// Steady streams each client watches; the table gives the median.
+const STEADY_ROUNDS: usize = 3;
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
 /// Bursts of updates each client replays; the table gives the median. A burst of 20,000
 /// updates at 10,000 ConfigMaps lasts a sixth of a second; with three bursts, runs of the same
@@ -232,10 +254,17 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
     let sync_only = args.iter().any(|arg| arg == "--sync-only");
     // The syncs before the full runs (all of them with `--sync-only`): (ms, CPU ms) per client.
     let mut syncs: std::collections::HashMap<&str, Vec<(f64, f64)>> = Default::default();
+    let pairs = args
+        .iter()
+        .position(|arg| arg == "--pairs")
+        .and_then(|i| args.get(i + 1)?.parse::<usize>().ok())
+        .unwrap_or(PAIRS)
+        .max(1);
+    // The full runs sync too: only the rest are syncs alone.
     let sync_only_rounds = if sync_only {
         syncs_per_client
     } else {
-        syncs_per_client - 1
+        syncs_per_client.saturating_sub(pairs)
     };
     for _ in 0..sync_only_rounds {
         for &client in clients.iter().filter(|c| !c.starts_with("server replay")) {
@@ -270,24 +299,109 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
         return;
     }
     let writers_during_sync = args.iter().any(|arg| arg == "--writers-during-sync");
-    for client in clients {
-        let mut child = spawn(client, false);
-        let mut stdin = child.stdin.take().expect("stdin");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        // With `--writers-during-sync`, two writers update objects (each at most 1,000 a second)
-        // from the child's start until it reports synced: the list runs while objects change.
-        let writing = std::sync::atomic::AtomicBool::new(writers_during_sync);
-        let synced = std::thread::scope(|scope| {
-            let writing = &writing;
+    // Each client's full runs, taken in turn across the clients `pairs` times.
+    let mut fulls: std::collections::HashMap<&str, Vec<FullRun>> = Default::default();
+    for _ in 0..pairs {
+        for &client in &clients {
+            let mut child = spawn(client, false);
+            let mut stdin = child.stdin.take().expect("stdin");
+            let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            // With `--writers-during-sync`, two writers update objects (each at most 1,000 a second)
+            // from the child's start until it reports synced: the list runs while objects change.
+            let writing = std::sync::atomic::AtomicBool::new(writers_during_sync);
+            let synced = std::thread::scope(|scope| {
+                let writing = &writing;
+                let store = server.store();
+                for writer in 0..if writers_during_sync { 2 } else { 0 } {
+                    scope.spawn(move || {
+                        let mut i = writer;
+                        while writing.load(Ordering::Relaxed) {
+                            let name = format!("obj-{:06}", i % objects);
+                            let mut current =
+                                (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
+                            current["metadata"]["labels"]["during-sync"] = json!(i.to_string());
+                            if let Some(meta) =
+                                current.get_mut("metadata").and_then(Value::as_object_mut)
+                            {
+                                meta.remove("resourceVersion");
+                            }
+                            let (updated, _) = store
+                                .update(resource, NAMESPACE, &name, current, false)
+                                .expect("update");
+                            let _ = updated.json();
+                            i += 2;
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    });
+                }
+                let synced = tokio::task::block_in_place(|| lines.next());
+                writing.store(false, Ordering::Relaxed);
+                synced
+            })
+            .expect("synced line")
+            .expect("read");
+            // The bursts: watches are cut and held while the updates go straight into the store,
+            // then released, so the rate is the client's (and the server's replay), not the
+            // writer's. The raw replay reads one burst; the clients `ROUNDS`, reported as medians.
             let store = server.store();
-            for writer in 0..if writers_during_sync { 2 } else { 0 } {
-                scope.spawn(move || {
-                    let mut i = writer;
-                    while writing.load(Ordering::Relaxed) {
+            let rounds = if client.starts_with("server replay") {
+                1
+            } else {
+                ROUNDS
+            };
+            let mut rates = Vec::new();
+            let mut cpu_per_update = Vec::new();
+            for round in 0..rounds {
+                server.faults().hold_watches();
+                server.faults().cut_watches();
+                for i in 0..updates {
+                    let name = format!("obj-{:06}", i % objects);
+                    let mut current =
+                        (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
+                    current["metadata"]["labels"]["round"] =
+                        json!(format!("{}-{round}-{}", client.len(), i / objects));
+                    if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.remove("resourceVersion");
+                    }
+                    let (updated, _) = store
+                        .update(resource, NAMESPACE, &name, current, false)
+                        .expect("update");
+                    // Serialized now, as a write over HTTP is for its response: the replay below
+                    // then sends bytes, as a real API server's watch cache does.
+                    let _ = updated.json();
+                }
+                let burst = Instant::now();
+                writeln!(stdin, "go").expect("go");
+                server.faults().release_watches();
+                let watched = tokio::task::block_in_place(|| lines.next())
+                    .expect("watch line")
+                    .expect("read");
+                let watch_cpu_ms: f64 = watched
+                    .strip_prefix("watched ")
+                    .expect("watched")
+                    .parse()
+                    .expect("cpu");
+                rates.push(updates as f64 / burst.elapsed().as_secs_f64());
+                cpu_per_update.push(watch_cpu_ms * 1000.0 / updates as f64);
+            }
+            let rate = median(&mut rates);
+            let cpu_per_update = median(&mut cpu_per_update);
+            // The steady stream: updates written at a fixed pace with the watch open.
+            let steady_cpu_per_event = if client.starts_with("server replay") {
+                0.0
+            } else {
+                let mut per_event = Vec::new();
+                for round in 0..STEADY_ROUNDS {
+                    writeln!(stdin, "steady").expect("steady");
+                    let batch = 25;
+                    let pause = Duration::from_secs_f64(batch as f64 / STEADY_PER_SECOND as f64);
+                    let started = Instant::now();
+                    for i in 0..STEADY_UPDATES {
                         let name = format!("obj-{:06}", i % objects);
                         let mut current =
                             (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
-                        current["metadata"]["labels"]["during-sync"] = json!(i.to_string());
+                        current["metadata"]["labels"]["steady"] =
+                            json!(format!("{}-{round}-{i}", client.len()));
                         if let Some(meta) =
                             current.get_mut("metadata").and_then(Value::as_object_mut)
                         {
@@ -297,124 +411,68 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
                             .update(resource, NAMESPACE, &name, current, false)
                             .expect("update");
                         let _ = updated.json();
-                        i += 2;
-                        std::thread::sleep(Duration::from_millis(1));
+                        if (i + 1) % batch == 0 {
+                            let due = started + pause * ((i + 1) / batch) as u32;
+                            tokio::time::sleep_until(due.into()).await;
+                        }
                     }
-                });
-            }
-            let synced = tokio::task::block_in_place(|| lines.next());
-            writing.store(false, Ordering::Relaxed);
-            synced
-        })
-        .expect("synced line")
-        .expect("read");
-        // The bursts: watches are cut and held while the updates go straight into the store,
-        // then released, so the rate is the client's (and the server's replay), not the
-        // writer's. The raw replay reads one burst; the clients `ROUNDS`, reported as medians.
-        let store = server.store();
-        let rounds = if client.starts_with("server replay") {
-            1
-        } else {
-            ROUNDS
-        };
-        let mut rates = Vec::new();
-        let mut cpu_per_update = Vec::new();
-        for round in 0..rounds {
-            server.faults().hold_watches();
-            server.faults().cut_watches();
-            for i in 0..updates {
-                let name = format!("obj-{:06}", i % objects);
-                let mut current = (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
-                current["metadata"]["labels"]["round"] =
-                    json!(format!("{}-{round}-{}", client.len(), i / objects));
-                if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.remove("resourceVersion");
+                    let watched = tokio::task::block_in_place(|| lines.next())
+                        .expect("steady line")
+                        .expect("read");
+                    let cpu_ms: f64 = watched
+                        .strip_prefix("watched ")
+                        .expect("watched")
+                        .parse()
+                        .expect("cpu");
+                    per_event.push(cpu_ms * 1000.0 / STEADY_UPDATES as f64);
                 }
-                let (updated, _) = store
-                    .update(resource, NAMESPACE, &name, current, false)
-                    .expect("update");
-                // Serialized now, as a write over HTTP is for its response: the replay below
-                // then sends bytes, as a real API server's watch cache does.
-                let _ = updated.json();
-            }
-            let burst = Instant::now();
-            writeln!(stdin, "go").expect("go");
-            server.faults().release_watches();
-            let watched = tokio::task::block_in_place(|| lines.next())
-                .expect("watch line")
-                .expect("read");
-            let watch_cpu_ms: f64 = watched
-                .strip_prefix("watched ")
-                .expect("watched")
-                .parse()
-                .expect("cpu");
-            rates.push(updates as f64 / burst.elapsed().as_secs_f64());
-            cpu_per_update.push(watch_cpu_ms * 1000.0 / updates as f64);
+                median(&mut per_event)
+            };
+            drop(stdin);
+            let _ = child.wait();
+            let fields: Vec<&str> = synced.split_whitespace().collect();
+            let (sync_ms, heap_peak, heap_synced, rss_peak, rss, sync_cpu_ms): (
+                f64,
+                f64,
+                f64,
+                f64,
+                f64,
+                f64,
+            ) = (
+                fields[1].parse().expect("ms"),
+                fields[2].parse().expect("peak"),
+                fields[3].parse().expect("heap"),
+                fields[4].parse().expect("rss peak"),
+                fields[5].parse().expect("rss"),
+                fields[6].parse().expect("cpu"),
+            );
+            fulls.entry(client).or_default().push(FullRun {
+                sync: (sync_ms, sync_cpu_ms),
+                heap_peak,
+                heap_synced,
+                rss_peak,
+                rss,
+                rate,
+                cpu_per_update,
+                steady_cpu_per_event,
+            });
         }
-        let rate = median(&mut rates);
-        let cpu_per_update = median(&mut cpu_per_update);
-        // The steady stream: updates written at a fixed pace with the watch open.
-        let steady_cpu_per_event = if client.starts_with("server replay") {
-            0.0
-        } else {
-            writeln!(stdin, "steady").expect("steady");
-            let batch = 25;
-            let pause = Duration::from_secs_f64(batch as f64 / STEADY_PER_SECOND as f64);
-            let started = Instant::now();
-            for i in 0..STEADY_UPDATES {
-                let name = format!("obj-{:06}", i % objects);
-                let mut current = (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
-                current["metadata"]["labels"]["steady"] = json!(format!("{}-{i}", client.len()));
-                if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.remove("resourceVersion");
-                }
-                let (updated, _) = store
-                    .update(resource, NAMESPACE, &name, current, false)
-                    .expect("update");
-                let _ = updated.json();
-                if (i + 1) % batch == 0 {
-                    let due = started + pause * ((i + 1) / batch) as u32;
-                    tokio::time::sleep_until(due.into()).await;
-                }
-            }
-            let watched = tokio::task::block_in_place(|| lines.next())
-                .expect("steady line")
-                .expect("read");
-            let cpu_ms: f64 = watched
-                .strip_prefix("watched ")
-                .expect("watched")
-                .parse()
-                .expect("cpu");
-            cpu_ms * 1000.0 / STEADY_UPDATES as f64
-        };
-        drop(stdin);
-        let _ = child.wait();
-        let fields: Vec<&str> = synced.split_whitespace().collect();
-        let (sync_ms, heap_peak, heap_synced, rss_peak, rss, sync_cpu_ms): (
-            f64,
-            f64,
-            f64,
-            f64,
-            f64,
-            f64,
-        ) = (
-            fields[1].parse().expect("ms"),
-            fields[2].parse().expect("peak"),
-            fields[3].parse().expect("heap"),
-            fields[4].parse().expect("rss peak"),
-            fields[5].parse().expect("rss"),
-            fields[6].parse().expect("cpu"),
-        );
+    }
+    for client in clients {
+        let runs = fulls.remove(client).unwrap_or_default();
         let mut earlier = syncs.remove(client).unwrap_or_default();
-        earlier.push((sync_ms, sync_cpu_ms));
+        earlier.extend(runs.iter().map(|run| run.sync));
         let sync_ms = median(&mut earlier.iter().map(|sync| sync.0).collect::<Vec<_>>());
         let sync_cpu_ms = median(&mut earlier.iter().map(|sync| sync.1).collect::<Vec<_>>());
+        let of =
+            |field: fn(&FullRun) -> f64| median(&mut runs.iter().map(field).collect::<Vec<_>>());
+        let (heap_peak, heap_synced) = (of(|run| run.heap_peak), of(|run| run.heap_synced));
         let heap = format!(
             "{:>9.1}M {:>9.1}M {:>9.0} {:>9.2}",
             heap_peak / 1048576.0,
             heap_synced / 1048576.0,
             heap_synced / objects as f64,
-            heap_peak / heap_synced,
+            of(|run| run.heap_peak / run.heap_synced),
         );
         println!(
             "{:<11} {:>7} {:<28} {:>9.0} {:>9.0} {heap} {:>8.1}M {:>8.1}M {:>11.0} {:>8.1}us {:>14.1}us",
@@ -423,11 +481,11 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
             client,
             sync_ms,
             sync_cpu_ms,
-            rss_peak / 1048576.0,
-            rss / 1048576.0,
-            rate,
-            cpu_per_update,
-            steady_cpu_per_event
+            of(|run| run.rss_peak) / 1048576.0,
+            of(|run| run.rss) / 1048576.0,
+            of(|run| run.rate),
+            of(|run| run.cpu_per_update),
+            of(|run| run.steady_cpu_per_event),
         );
     }
     server.shutdown().await;
@@ -699,8 +757,9 @@ fn child(role: &str) {
 
 /// Reports "synced <ms> <heap peak> <heap now> <rss peak> <rss> <cpu ms>", then for each of
 /// `ROUNDS` bursts waits for "go" and reports "watched <cpu ms>" once `updates` more updates
-/// reached the handler (the parent times the burst); then for the steady stream waits for
-/// "steady" and reports "watched <cpu ms>" once its `STEADY_UPDATES` reached the handler.
+/// reached the handler (the parent times the burst); then for each of `STEADY_ROUNDS` steady
+/// streams waits for "steady" and reports "watched <cpu ms>" once its `STEADY_UPDATES` reached
+/// the handler.
 async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notify, updates: usize) {
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
     if std::env::var_os(SYNC_ONLY_ENV).is_some() {
@@ -746,22 +805,24 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
         }
         println!("watched {}", cpu_ms() - cpu_before);
     }
-    // The steady stream: the parent writes `STEADY_UPDATES` at a fixed pace.
-    let mut line = String::new();
-    let read = tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line));
-    if read.unwrap_or(0) == 0 {
-        return;
-    }
-    let cpu_before = cpu_ms();
-    let target = base + updates * ROUNDS + STEADY_UPDATES;
-    while seen.load(Ordering::SeqCst) < target {
-        let notified = progress.notified();
-        if seen.load(Ordering::SeqCst) >= target {
-            break;
+    // The steady streams: each time, the parent writes `STEADY_UPDATES` at a fixed pace.
+    for round in 1..=STEADY_ROUNDS {
+        let mut line = String::new();
+        let read = tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line));
+        if read.unwrap_or(0) == 0 {
+            return;
         }
-        let _ = tokio::time::timeout(Duration::from_millis(1000), notified).await;
+        let cpu_before = cpu_ms();
+        let target = base + updates * ROUNDS + STEADY_UPDATES * round;
+        while seen.load(Ordering::SeqCst) < target {
+            let notified = progress.notified();
+            if seen.load(Ordering::SeqCst) >= target {
+                break;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(1000), notified).await;
+        }
+        println!("watched {}", cpu_ms() - cpu_before);
     }
-    println!("watched {}", cpu_ms() - cpu_before);
 }
 
 async fn ctrlkit<K>(
