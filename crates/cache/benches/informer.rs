@@ -317,18 +317,7 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
                         let mut i = writer;
                         while writing.load(Ordering::Relaxed) {
                             let name = format!("obj-{:06}", i % objects);
-                            let mut current =
-                                (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
-                            current["metadata"]["labels"]["during-sync"] = json!(i.to_string());
-                            if let Some(meta) =
-                                current.get_mut("metadata").and_then(Value::as_object_mut)
-                            {
-                                meta.remove("resourceVersion");
-                            }
-                            let (updated, _) = store
-                                .update(resource, NAMESPACE, &name, current, false)
-                                .expect("update");
-                            let _ = updated.json();
+                            relabel(store, resource, &name, "during-sync", i.to_string());
                             i += 2;
                             std::thread::sleep(Duration::from_millis(1));
                         }
@@ -356,31 +345,13 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
                 server.faults().cut_watches();
                 for i in 0..updates {
                     let name = format!("obj-{:06}", i % objects);
-                    let mut current =
-                        (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
-                    current["metadata"]["labels"]["round"] =
-                        json!(format!("{}-{round}-{}", client.len(), i / objects));
-                    if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
-                        meta.remove("resourceVersion");
-                    }
-                    let (updated, _) = store
-                        .update(resource, NAMESPACE, &name, current, false)
-                        .expect("update");
-                    // Serialized now, as a write over HTTP is for its response: the replay below
-                    // then sends bytes, as a real API server's watch cache does.
-                    let _ = updated.json();
+                    let value = format!("{}-{round}-{}", client.len(), i / objects);
+                    relabel(store, resource, &name, "round", value);
                 }
                 let burst = Instant::now();
                 writeln!(stdin, "go").expect("go");
                 server.faults().release_watches();
-                let watched = tokio::task::block_in_place(|| lines.next())
-                    .expect("watch line")
-                    .expect("read");
-                let watch_cpu_ms: f64 = watched
-                    .strip_prefix("watched ")
-                    .expect("watched")
-                    .parse()
-                    .expect("cpu");
+                let watch_cpu_ms = watched_cpu_ms(&mut lines);
                 rates.push(updates as f64 / burst.elapsed().as_secs_f64());
                 cpu_per_update.push(watch_cpu_ms * 1000.0 / updates as f64);
             }
@@ -398,33 +369,14 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
                     let started = Instant::now();
                     for i in 0..STEADY_UPDATES {
                         let name = format!("obj-{:06}", i % objects);
-                        let mut current =
-                            (*store.get(resource, NAMESPACE, &name).expect("get")).clone();
-                        current["metadata"]["labels"]["steady"] =
-                            json!(format!("{}-{round}-{i}", client.len()));
-                        if let Some(meta) =
-                            current.get_mut("metadata").and_then(Value::as_object_mut)
-                        {
-                            meta.remove("resourceVersion");
-                        }
-                        let (updated, _) = store
-                            .update(resource, NAMESPACE, &name, current, false)
-                            .expect("update");
-                        let _ = updated.json();
+                        let value = format!("{}-{round}-{i}", client.len());
+                        relabel(store, resource, &name, "steady", value);
                         if (i + 1) % batch == 0 {
                             let due = started + pause * ((i + 1) / batch) as u32;
                             tokio::time::sleep_until(due.into()).await;
                         }
                     }
-                    let watched = tokio::task::block_in_place(|| lines.next())
-                        .expect("steady line")
-                        .expect("read");
-                    let cpu_ms: f64 = watched
-                        .strip_prefix("watched ")
-                        .expect("watched")
-                        .parse()
-                        .expect("cpu");
-                    per_event.push(cpu_ms * 1000.0 / STEADY_UPDATES as f64);
+                    per_event.push(watched_cpu_ms(&mut lines) * 1000.0 / STEADY_UPDATES as f64);
                 }
                 median(&mut per_event)
             };
@@ -489,6 +441,39 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
         );
     }
     server.shutdown().await;
+}
+
+/// The CPU milliseconds of the child's next "watched <cpu ms>" line.
+fn watched_cpu_ms(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> f64 {
+    let watched = tokio::task::block_in_place(|| lines.next())
+        .expect("watched line")
+        .expect("read");
+    watched
+        .strip_prefix("watched ")
+        .expect("watched")
+        .parse()
+        .expect("cpu")
+}
+
+/// Sets label `label` of object `name` to `value`, straight in the store, and serializes the
+/// result now, as a write over HTTP is for its response: watches then send bytes, as a real API
+/// server's watch cache does.
+fn relabel(
+    store: &ctrlkit_apiserver::storage::Store,
+    resource: &ctrlkit_apiserver::resource::ResourceKind,
+    name: &str,
+    label: &str,
+    value: String,
+) {
+    let mut current = (*store.get(resource, NAMESPACE, name).expect("get")).clone();
+    current["metadata"]["labels"][label] = json!(value);
+    if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    let (updated, _) = store
+        .update(resource, NAMESPACE, name, current, false)
+        .expect("update");
+    let _ = updated.json();
 }
 
 fn managed_fields(manager: &str) -> Value {
@@ -780,14 +765,17 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
         rss_bytes(),
         cpu_ms()
     );
-    for round in 1..=ROUNDS {
+    // The bursts, then the steady streams: each waits for the parent's line, then for its
+    // updates to reach the handler.
+    let bursts = (1..=ROUNDS).map(|round| base + updates * round);
+    let steady = (1..=STEADY_ROUNDS).map(|round| base + updates * ROUNDS + STEADY_UPDATES * round);
+    for target in bursts.chain(steady) {
         let mut line = String::new();
         let read = tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line));
         if read.unwrap_or(0) == 0 {
             return;
         }
         let cpu_before = cpu_ms();
-        let target = base + updates * round;
         while seen.load(Ordering::SeqCst) < target {
             let notified = progress.notified();
             if seen.load(Ordering::SeqCst) >= target {
@@ -798,28 +786,10 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
                 .is_err()
             {
                 eprintln!(
-                    "child waiting: {} of {updates} seen",
-                    seen.load(Ordering::SeqCst) + updates - target
+                    "child waiting: {} updates to go",
+                    target.saturating_sub(seen.load(Ordering::SeqCst))
                 );
             }
-        }
-        println!("watched {}", cpu_ms() - cpu_before);
-    }
-    // The steady streams: each time, the parent writes `STEADY_UPDATES` at a fixed pace.
-    for round in 1..=STEADY_ROUNDS {
-        let mut line = String::new();
-        let read = tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line));
-        if read.unwrap_or(0) == 0 {
-            return;
-        }
-        let cpu_before = cpu_ms();
-        let target = base + updates * ROUNDS + STEADY_UPDATES * round;
-        while seen.load(Ordering::SeqCst) < target {
-            let notified = progress.notified();
-            if seen.load(Ordering::SeqCst) >= target {
-                break;
-            }
-            let _ = tokio::time::timeout(Duration::from_millis(1000), notified).await;
         }
         println!("watched {}", cpu_ms() - cpu_before);
     }
