@@ -5,9 +5,9 @@ use bytes::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::{ObjectList, TypeMeta};
 use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
 
 use crate::decode::{self, DecodeError, SplitList};
-use tokio::task::JoinHandle;
 
 /// Pages with fewer items than this are decoded by the task that read them.
 const PARALLEL_FROM: usize = 32;
