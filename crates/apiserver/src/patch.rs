@@ -35,7 +35,7 @@ pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
             "a JSON patch must be a list of operations".into(),
         ));
     }
-    let operations: json_patch::Patch = serde_json::from_value(patch.clone())
+    let operations = <json_patch::Patch as serde::Deserialize>::deserialize(patch)
         .map_err(|error| PatchError::Malformed(error.to_string()))?;
     let mut working = target.clone();
     json_patch::patch_unsafe(&mut working, &operations).map_err(|error| match error.kind {

@@ -93,20 +93,24 @@ struct FullRun {
 /// Steady streams each client watches; the table gives the median.
 const STEADY_ROUNDS: usize = 3;
 const CHILD_ENV: &str = "CTRLKIT_INFORMER_BENCH_CHILD";
-/// Bursts of updates each client replays; the table gives the median. A burst of 20,000
-/// updates at 10,000 ConfigMaps lasts a sixth of a second; with three bursts, runs of the same
-/// code gave ctrlkit's median anywhere from 107,000 to 145,000 updates/s.
+/// Bursts of updates each client replays per full run; the table gives the median. A burst is
+/// short, so one moment of a shared host moves it: five of them make a median that holds.
 const ROUNDS: usize = 5;
 /// Syncs each client makes unless `--syncs` says otherwise; the table gives the median time and
-/// CPU. All but the last are children that sync, report and exit, taken in turn across the
-/// clients so that each client sees the host in each of its states. A sync of 10,000 objects
-/// takes 60–150 ms, which one slow moment of the shared host moves by 10–20 ms, so that size
-/// gets seven.
+/// CPU. Those beyond the full runs' own are children that sync, report and exit, taken in turn
+/// across the clients so that each client sees the host in each of its states. The smaller size
+/// syncs in a fraction of a second, which one slow moment moves most, so it gets more.
 fn sync_rounds(objects: usize) -> usize {
     if objects <= 10_000 { 7 } else { 3 }
 }
 /// Set in a child that only syncs and reports.
 const SYNC_ONLY_ENV: &str = "CTRLKIT_INFORMER_BENCH_SYNC_ONLY";
+
+/// The value after `flag` on the command line, parsed; `None` when absent or unparsable.
+fn arg_value<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
+    let at = args.iter().position(|arg| arg == flag)?;
+    args.get(at + 1)?.parse().ok()
+}
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -121,10 +125,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|arg| arg == "--quick");
     let batch_watch = args.iter().any(|arg| arg == "--batch-watch");
-    let objects_arg: Option<usize> = args
-        .iter()
-        .position(|arg| arg == "--objects")
-        .and_then(|i| args.get(i + 1)?.parse().ok());
+    let objects_arg: Option<usize> = arg_value(&args, "--objects");
     let sizes: Vec<usize> = match (objects_arg, quick) {
         (Some(n), _) => vec![n],
         (None, true) => vec![10_000],
@@ -151,11 +152,11 @@ fn main() {
         "CPU/update",
         "steady CPU/event"
     );
-    let kinds: Vec<&str> = match args.iter().position(|arg| arg == "--kind") {
-        Some(i) => args.get(i + 1).map(String::as_str).into_iter().collect(),
-        None => vec!["configmaps", "pods"],
+    let kinds: Vec<String> = match arg_value(&args, "--kind") {
+        Some(kind) => vec![kind],
+        None => vec!["configmaps".to_owned(), "pods".to_owned()],
     };
-    for &kind in &kinds {
+    for kind in kinds.iter().map(String::as_str) {
         for &objects in &sizes {
             runtime.block_on(run_size(kind, objects, batch_watch));
         }
@@ -245,21 +246,13 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
         }
         command.spawn().expect("child")
     };
-    let syncs_per_client = args
-        .iter()
-        .position(|arg| arg == "--syncs")
-        .and_then(|i| args.get(i + 1)?.parse::<usize>().ok())
+    let syncs_per_client = arg_value(&args, "--syncs")
         .unwrap_or_else(|| sync_rounds(objects))
         .max(1);
     let sync_only = args.iter().any(|arg| arg == "--sync-only");
     // The syncs before the full runs (all of them with `--sync-only`): (ms, CPU ms) per client.
     let mut syncs: std::collections::HashMap<&str, Vec<(f64, f64)>> = Default::default();
-    let pairs = args
-        .iter()
-        .position(|arg| arg == "--pairs")
-        .and_then(|i| args.get(i + 1)?.parse::<usize>().ok())
-        .unwrap_or(PAIRS)
-        .max(1);
+    let pairs = arg_value(&args, "--pairs").unwrap_or(PAIRS).max(1);
     // The full runs sync too: only the rest are syncs alone.
     let sync_only_rounds = if sync_only {
         syncs_per_client

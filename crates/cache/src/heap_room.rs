@@ -4,7 +4,8 @@
 //! at hand lacks, rounded up to a page: a decoding thread that builds objects of many small
 //! allocations calls `mprotect` for about every 4 KiB, and each call takes the process's
 //! memory-map lock, which the page faults of every other thread need too. List pages are decoded
-//! on tokio's blocking threads, so a sync pays this on every page.
+//! on several threads (the reading task's and tokio's blocking threads), so a sync pays this on
+//! every page.
 //!
 //! Allocating and at once freeing a block of [`ROOM`] bytes every so often makes glibc grow the
 //! heap by that much in one call; the objects are then carved from the free room. The block is
