@@ -10,6 +10,9 @@
 //!   beside the same object under a schema that checks nothing, and the cost of that schema's
 //!   decoding and validation per object, measured in process (`-- --custom`: only these).
 //!
+//! - creates per second and answer times from 64 concurrent writers, in memory beside a data
+//!   directory whose every acknowledged write is fsynced (`-- --durable`: only these).
+//!
 //! Run: `cargo bench -p ctrlkit-apiserver --bench apiserver` (add `-- --quick` for smaller runs).
 //! Client and server share the process (and the machine's two cores), as in a controller's tests.
 
@@ -138,15 +141,77 @@ fn configmap(name: &str) -> Vec<u8> {
 }
 
 async fn start() -> ApiServer {
+    start_on(None).await
+}
+
+/// A server in memory, or durable on the data directory `data_dir`.
+async fn start_on(data_dir: Option<&std::path::Path>) -> ApiServer {
     ApiServer::start(ApiServerConfig {
         store: StoreConfig {
             history: 200_000,
             watch_buffer: 200_000,
         },
+        data_dir: data_dir.map(std::path::Path::to_path_buf),
         ..ApiServerConfig::default()
     })
     .await
     .unwrap()
+}
+
+/// Creates `total` ConfigMaps from `writers` connections, each sending its next create when
+/// the last is answered; returns creates per second and the p50 and p99 answer times.
+async fn concurrent_creates(
+    address: SocketAddr,
+    writers: usize,
+    total: usize,
+) -> (f64, Duration, Duration) {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..writers)
+        .map(|writer| {
+            tokio::spawn(async move {
+                let mut connection = Connection::open(address).await;
+                let mut times = Vec::new();
+                for i in (writer..total).step_by(writers) {
+                    let body = configmap(&format!("cm-{i}"));
+                    let sent = Instant::now();
+                    let (code, answer) = connection
+                        .request("POST", "/api/v1/namespaces/default/configmaps", &body)
+                        .await;
+                    times.push(sent.elapsed());
+                    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
+                }
+                times
+            })
+        })
+        .collect();
+    let mut times = Vec::new();
+    for task in tasks {
+        times.extend(task.await.unwrap());
+    }
+    let rate = total as f64 / started.elapsed().as_secs_f64();
+    times.sort_unstable();
+    let at = |share: f64| times[((times.len() - 1) as f64 * share) as usize];
+    (rate, at(0.5), at(0.99))
+}
+
+/// Creates from 64 concurrent writers in memory and on a data directory (each acknowledged
+/// create logged and fsynced first).
+async fn durable_figures(quick: bool) {
+    let total = if quick { 10_000 } else { 40_000 };
+    let writers = 64;
+    println!("creates from {writers} writers ({total} creates):");
+    for durable in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = start_on(durable.then(|| dir.path())).await;
+        let (rate, p50, p99) = concurrent_creates(server.address(), writers, total).await;
+        server.shutdown().await;
+        let place = if durable { "--data-dir (fsync)" } else { "in memory" };
+        println!(
+            "  {place:<18} {rate:>9.0}/s  p50 {:.2} ms  p99 {:.2} ms",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
+    }
 }
 
 /// Creates `total` ConfigMaps over 8 connections; returns creates per second.
@@ -391,9 +456,11 @@ async fn list_throughput(count: usize) -> (f64, usize, f64) {
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
-    // `--pods`: only the Pod writes (for profiling them); `--custom`: only custom resources.
+    // `--pods`: only the Pod writes (for profiling them); `--custom`: only custom resources;
+    // `--durable`: only the creates in memory beside those on a data directory.
     let only_pods = std::env::args().any(|arg| arg == "--pods");
     let only_custom = std::env::args().any(|arg| arg == "--custom");
+    let only_durable = std::env::args().any(|arg| arg == "--durable");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -402,6 +469,10 @@ fn main() {
     runtime.block_on(async {
         let creates = if quick { 5_000 } else { 20_000 };
         println!("ctrlkit-apiserver over HTTP/1.1 on loopback (client in the same process)");
+        if only_durable {
+            durable_figures(quick).await;
+            return;
+        }
         if !only_custom {
             for watchers in [0, 1, 100].into_iter().filter(|_| !only_pods) {
                 let rate = creates_per_second(watchers, creates).await;
@@ -414,6 +485,9 @@ fn main() {
         }
         if !only_pods {
             custom_resource_figures(quick).await;
+        }
+        if !only_pods && !only_custom {
+            durable_figures(quick).await;
         }
     });
 }

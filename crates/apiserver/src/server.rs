@@ -480,18 +480,25 @@ async fn cluster_controllers(app: std::sync::Weak<App>, mut link: watch::Receive
         let Some(app) = app.upgrade() else {
             return;
         };
-        if let Err(error) = app.store.collect_garbage() {
-            tracing::debug!(%error, "the garbage collector cannot write");
-        }
-        crate::rest::clean_up_deleted_crds(&app);
-        crate::rest::elect_coordinated_leaders(&app);
-        for namespace in app.store.terminating_namespaces() {
-            if app.store.delete_namespace_contents(&namespace) == Ok(0)
-                && let Err(error) = app.store.finalize_namespace(&namespace)
-            {
-                // Someone updated it meanwhile: the next tick tries again.
-                tracing::debug!(%error, namespace, "could not finalize the namespace yet");
+        // The controllers' writes to a durable store are awaited here, not on this thread.
+        let ((), durable) = crate::storage::durability::deferring(|| {
+            if let Err(error) = app.store.collect_garbage() {
+                tracing::debug!(%error, "the garbage collector cannot write");
             }
+            crate::rest::clean_up_deleted_crds(&app);
+            crate::rest::elect_coordinated_leaders(&app);
+            for namespace in app.store.terminating_namespaces() {
+                if app.store.delete_namespace_contents(&namespace) == Ok(0)
+                    && let Err(error) = app.store.finalize_namespace(&namespace)
+                {
+                    // Someone updated it meanwhile: the next tick tries again.
+                    tracing::debug!(%error, namespace, "could not finalize the namespace yet");
+                }
+            }
+        });
+        drop(app);
+        if let Err(error) = durable.wait().await {
+            tracing::debug!(%error, "a cluster controller's write was not made durable");
         }
     }
 }

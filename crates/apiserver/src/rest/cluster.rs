@@ -17,7 +17,7 @@ use crate::storage::StoreError;
 /// Creates what a cluster starts with, where it is missing.
 pub(crate) fn bootstrap(app: &App) {
     if let Some(namespaces) = app.registry.find("", "v1", "namespaces") {
-        let (stored, _) = app.store.list(&namespaces, None);
+        let stored = app.store.list_latest(&namespaces, None);
         for namespace in stored {
             if namespace["metadata"].get("deletionTimestamp").is_none()
                 && let Some(name) = namespace["metadata"]["name"].as_str()
@@ -163,7 +163,7 @@ fn create_missing(app: &App, group: &str, plural: &str, namespace: &str, object:
         .as_str()
         .unwrap_or("")
         .to_string();
-    match app.store.get(&kind, namespace, &name) {
+    match app.store.get_latest(&kind, namespace, &name) {
         Err(StoreError::NotFound { .. }) => {}
         _ => return,
     }

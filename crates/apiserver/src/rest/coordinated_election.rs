@@ -215,7 +215,7 @@ pub(crate) fn elect_coordinated_leaders(app: &App) {
     let Some(candidate_kind) = kind(app, "leasecandidates", "v1beta1") else {
         return;
     };
-    let (objects, _) = app.store.list(&candidate_kind, None);
+    let objects = app.store.list_latest(&candidate_kind, None);
     if objects.is_empty() {
         return;
     }

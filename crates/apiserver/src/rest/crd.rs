@@ -94,7 +94,7 @@ pub(super) fn serve(app: &App, crd: &Value) -> Option<Arc<StoredObject>> {
     let crds = crd_kind(app)?;
     let name = crd["metadata"]["name"].as_str()?;
     let group = crd["spec"]["group"].as_str()?;
-    let (others, _) = app.store.list(&crds, None);
+    let others = app.store.list_latest(&crds, None);
     let in_use = NamesInUse::of(
         others
             .iter()
@@ -342,7 +342,7 @@ fn crd_kind(app: &App) -> Option<ResourceKind> {
 /// Every CRD in the store.
 fn stored_crds(app: &App) -> Vec<Arc<StoredObject>> {
     crd_kind(app)
-        .map(|crds| app.store.list(&crds, None).0)
+        .map(|crds| app.store.list_latest(&crds, None))
         .unwrap_or_default()
 }
 

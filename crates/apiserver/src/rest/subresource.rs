@@ -18,6 +18,7 @@ use crate::request::encode::Encoding;
 use crate::request::options::{Verb, WriteOptions};
 use crate::resource::ResourceKind;
 use crate::storage::{Cause, Deleted, Propagation, StoreError};
+use crate::storage::durability::{deferring, durably};
 
 /// Serves `subresource` of the object `item` names, `kind` being its resource.
 pub(super) async fn serve(
@@ -427,17 +428,20 @@ async fn eviction(
             )
         });
     }
-    let deleted = if options.dry_run {
-        app.store.delete_dry_run(
-            kind,
-            item.namespace,
-            item.name,
-            None,
-            Propagation::Background,
-        )
-    } else {
-        app.store.delete(kind, item.namespace, item.name, None)
-    };
+    let deleted = durably(deferring(|| {
+        if options.dry_run {
+            app.store.delete_dry_run(
+                kind,
+                item.namespace,
+                item.name,
+                None,
+                Propagation::Background,
+            )
+        } else {
+            app.store.delete(kind, item.namespace, item.name, None)
+        }
+    }))
+    .await;
     match deleted {
         Ok(Deleted::Gone(_) | Deleted::Finalizing(_)) => Ok(json_response(
             201,
@@ -453,7 +457,7 @@ fn blocking_budget(app: &App, namespace: &str, pod: &Value) -> Option<String> {
     let budgets = app
         .registry
         .find_in_group("policy", "poddisruptionbudgets")?;
-    let (stored, _) = app.store.list(&budgets, Some(namespace));
+    let stored = app.store.list_latest(&budgets, Some(namespace));
     let labels = pod["metadata"]["labels"].as_object();
     stored
         .iter()
@@ -507,9 +511,11 @@ async fn binding(
         )));
     }
     pod["spec"]["nodeName"] = json!(node);
-    app.store
-        .update(kind, item.namespace, item.name, pod, false)
-        .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
+    durably(deferring(|| {
+        app.store.update(kind, item.namespace, item.name, pod, false)
+    }))
+    .await
+    .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
     Ok(json_response(
         201,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

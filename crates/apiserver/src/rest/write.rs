@@ -23,6 +23,7 @@ use crate::request::options::{Verb, WriteOptions, int_param};
 use crate::request::protobuf;
 use crate::request::warnings::add_warnings;
 use crate::resource::ResourceKind;
+use crate::storage::durability::{deferring, durably};
 use crate::storage::{
     Cause, Deleted, Preconditions, Propagation, StoreError, StoredObject, random_suffix,
 };
@@ -296,7 +297,11 @@ pub(super) async fn create(
             created = established;
         }
         if kind.group.is_empty() && kind.plural == "namespaces" {
-            super::cluster::populate_namespace(app, metadata_string(&created, "name"));
+            let name = metadata_string(&created, "name");
+            let ((), durable) = deferring(|| super::cluster::populate_namespace(app, name));
+            if let Err(error) = durable.wait().await {
+                tracing::warn!(%error, namespace = name, "could not populate the namespace");
+            }
         }
     }
     written(encoding, 201, &created, &decoded.warnings).await
@@ -318,13 +323,15 @@ async fn create_checked(
         strategy::validate_create(kind, object)
     };
     let store = |object: Value| {
-        if dry_run {
-            app.store.create_dry_run(kind, namespace, object)
-        } else {
-            app.store.create(kind, namespace, object)
-        }
+        deferring(|| {
+            if dry_run {
+                app.store.create_dry_run(kind, namespace, object)
+            } else {
+                app.store.create(kind, namespace, object)
+            }
+        })
     };
-    checked_write(app, kind, object, check, store).await
+    Ok(durably(checked_write(app, kind, object, check, store).await?).await)
 }
 
 /// The strategy's preparation and checks of a change of `old` (as the request's version shows
@@ -349,14 +356,16 @@ async fn update_checked(
         strategy::validate_update(kind, object, old, status_only)
     };
     let store = |object: Value| {
-        if dry_run {
-            app.store
-                .update_dry_run(kind, namespace, name, object, status_only)
-        } else {
-            app.store.update(kind, namespace, name, object, status_only)
-        }
+        deferring(|| {
+            if dry_run {
+                app.store
+                    .update_dry_run(kind, namespace, name, object, status_only)
+            } else {
+                app.store.update(kind, namespace, name, object, status_only)
+            }
+        })
     };
-    checked_write(app, kind, object, check, store).await
+    Ok(durably(checked_write(app, kind, object, check, store).await?).await)
 }
 
 /// `check` (the strategy), then `store`: a Service's alone among the writes of Services (its
@@ -577,7 +586,7 @@ pub(super) async fn guaranteed_update(
     loop {
         attempt += 1;
         let retry = write.retry && attempt < WRITE_ATTEMPTS;
-        let old = match app.store.get(kind, namespace, name) {
+        let old = match app.store.get_latest(kind, namespace, name) {
             Ok(old) => Some(old),
             Err(StoreError::NotFound { .. }) if write.allow_create => None,
             Err(error) => return Err(ApiError::from_store(&error, Some(kind))),
@@ -619,7 +628,7 @@ pub(super) async fn guaranteed_update(
             Ok((stored, created)) => {
                 if kind.is_crd() && !dry_run {
                     // An update that took off a deleted CRD's last finalizer removed it.
-                    if app.store.get(kind, "", name).is_err() {
+                    if app.store.get_latest(kind, "", name).is_err() {
                         crd::stop_serving(app, &stored);
                         return Ok((stored, created));
                     }
@@ -772,13 +781,16 @@ pub(super) async fn delete(
             "propagationPolicy: Unsupported value: {policy:?}: supported values: \"Orphan\", \"Background\", \"Foreground\""
         ))
     })?;
-    let deleted = if options.dry_run {
-        app.store
-            .delete_dry_run(kind, namespace, name, precondition, propagation)
-    } else {
-        app.store
-            .delete_with(kind, namespace, name, precondition, propagation)
-    }
+    let deleted = durably(deferring(|| {
+        if options.dry_run {
+            app.store
+                .delete_dry_run(kind, namespace, name, precondition, propagation)
+        } else {
+            app.store
+                .delete_with(kind, namespace, name, precondition, propagation)
+        }
+    }))
+    .await
     .map_err(|error| ApiError::from_store(&error, Some(kind)))?;
     if let (true, false, Deleted::Gone(crd)) = (kind.is_crd(), options.dry_run, &deleted) {
         crd::stop_serving(app, crd);
@@ -806,7 +818,7 @@ pub(super) async fn delete_collection(
     let body = delete_options(&body_bytes(app, request).await?)?;
     let options = WriteOptions::parse(Verb::Delete, query, Some(&body))?;
     let (labels, fields) = super::read::selectors(kind, query)?;
-    let (items, _) = app.store.list(kind, namespace);
+    let items = app.store.list_latest(kind, namespace);
     let mut deleted = Vec::new();
     for item in items
         .iter()
@@ -814,17 +826,20 @@ pub(super) async fn delete_collection(
     {
         let item_namespace = item["metadata"]["namespace"].as_str().unwrap_or("");
         let item_name = item["metadata"]["name"].as_str().unwrap_or("");
-        let result = if options.dry_run {
-            app.store.delete_dry_run(
-                kind,
-                item_namespace,
-                item_name,
-                None,
-                Propagation::Background,
-            )
-        } else {
-            app.store.delete(kind, item_namespace, item_name, None)
-        };
+        let result = durably(deferring(|| {
+            if options.dry_run {
+                app.store.delete_dry_run(
+                    kind,
+                    item_namespace,
+                    item_name,
+                    None,
+                    Propagation::Background,
+                )
+            } else {
+                app.store.delete(kind, item_namespace, item_name, None)
+            }
+        }))
+        .await;
         // An object deleted meanwhile by someone else is simply not in the answer.
         if let Ok(Deleted::Gone(last) | Deleted::Finalizing(last)) = result {
             deleted.push(last);

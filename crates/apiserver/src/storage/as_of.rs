@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::storage::StoredObject;
 
-use super::{EventType, ListPage, Snapshot, Store, StoreError, page_range};
+use super::{EventType, ListPage, Snapshot, State, Store, StoreError, page_range};
 use crate::resource::ResourceKind;
 
 /// The objects, by namespace and name, whose state at the requested resourceVersion differs
@@ -35,12 +35,39 @@ impl Store {
         select: impl FnMut(&Value) -> bool,
     ) -> Result<ListPage, StoreError> {
         let state = self.state.lock();
-        if resource_version > state.resource_version {
+        if resource_version > state.visible {
             return Err(StoreError::TooLargeResourceVersion {
                 requested: resource_version,
-                current: state.resource_version,
+                current: state.visible,
             });
         }
+        self.page_as_of(
+            &state,
+            kind,
+            namespace,
+            after,
+            limit,
+            count_remaining,
+            resource_version,
+            select,
+        )
+    }
+
+    /// [`list_page_at`](Store::list_page_at) on the locked state, for a resourceVersion no
+    /// newer than the newest issued: also how readers see a durable store whose newest changes
+    /// are still pending (as of the newest visible one).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn page_as_of(
+        &self,
+        state: &State,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: usize,
+        count_remaining: bool,
+        resource_version: u64,
+        select: impl FnMut(&Value) -> bool,
+    ) -> Result<ListPage, StoreError> {
         let expired = || StoreError::Expired {
             requested: resource_version,
             oldest: state.compacted + 1,

@@ -73,7 +73,7 @@ impl Store {
 
     /// The CRDs being deleted whose custom resources are still to be cleaned up.
     pub fn crds_to_clean_up(&self, crds: &ResourceKind) -> Vec<Arc<StoredObject>> {
-        let (all, _) = self.list(crds, None);
+        let all = self.list_latest(crds, None);
         all.into_iter()
             .filter(|crd| {
                 is_terminating(crd)
@@ -89,7 +89,7 @@ impl Store {
     /// Deletes every object of `kind` (those with finalizers are only marked); how many are
     /// left.
     pub fn delete_all_of(&self, kind: &ResourceKind) -> Result<usize, StoreError> {
-        let (objects, _) = self.list(kind, None);
+        let objects = self.list_latest(kind, None);
         let mut left = 0;
         for object in objects {
             let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -110,7 +110,7 @@ impl Store {
         crds: &ResourceKind,
         name: &str,
     ) -> Result<Option<Arc<StoredObject>>, StoreError> {
-        let current = self.get(crds, "", name)?;
+        let current = self.get_latest(crds, "", name)?;
         let mut released = (*current).clone();
         if let Some(finalizers) = released
             .get_mut("metadata")
@@ -120,7 +120,7 @@ impl Store {
             finalizers.retain(|finalizer| finalizer != CRD_CLEANUP_FINALIZER);
         }
         self.update(crds, "", name, released, false)?;
-        Ok(match self.get(crds, "", name) {
+        Ok(match self.get_latest(crds, "", name) {
             Err(StoreError::NotFound { .. }) => Some(current),
             _ => None,
         })

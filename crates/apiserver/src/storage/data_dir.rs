@@ -1,9 +1,10 @@
 //! A durable store's data directory: a write-ahead log in segments, and snapshots.
 //!
 //! Every change is appended to the current segment (`wal-<first resourceVersion>.log`) and
-//! fsynced before the write is acknowledged or any watcher sees it. Every `snapshot_every`
-//! changes the whole state is written to `snapshot-<resourceVersion>.snap` (through a temporary
-//! file, fsynced and renamed) and a new segment begins. The two newest snapshots are kept with the
+//! fsynced before the write is acknowledged or any reader or watcher sees it (the fsync is the
+//! group-commit thread's, see `group_commit`). Every `snapshot_every` changes a new segment
+//! begins and the state before it is written to `snapshot-<resourceVersion>.snap` (through a
+//! temporary file, fsynced and renamed). The two newest snapshots are kept with the
 //! segments after the older one, so a restart loads the older snapshot and replays at least
 //! `snapshot_every` changes: watches resume from resourceVersions issued before the restart.
 //!
@@ -107,8 +108,12 @@ pub(crate) struct DataDir {
     path: PathBuf,
     /// Held (and locked) while the directory is open.
     _lock: File,
-    segment: File,
-    segment_path: PathBuf,
+    /// Shared with the group-commit thread, which syncs it without the store's lock.
+    segment: Arc<File>,
+    /// The segment's length after the last record written to it.
+    logged_len: u64,
+    /// The segment's length up to which it is known durable.
+    synced_len: u64,
     /// Changes appended since the last snapshot.
     since_snapshot: u64,
     snapshot_every: u64,
@@ -116,6 +121,53 @@ pub(crate) struct DataDir {
     /// The error the next append fails with, half-written.
     #[cfg(test)]
     fault: Option<io::Error>,
+    /// The error the next sync fails with.
+    #[cfg(test)]
+    sync_fault: Option<io::Error>,
+    /// What the next sync waits for before it starts.
+    #[cfg(test)]
+    sync_gate: Option<std::sync::mpsc::Receiver<()>>,
+}
+
+/// One fsync of the log, run by the group-commit thread without the store's lock.
+pub(crate) struct SyncJob {
+    segment: Arc<File>,
+    /// The segment's length it makes durable.
+    pub(crate) length: u64,
+    #[cfg(test)]
+    fault: Option<io::Error>,
+    #[cfg(test)]
+    gate: Option<std::sync::mpsc::Receiver<()>>,
+}
+
+impl SyncJob {
+    /// Makes the segment durable up to `length` (and whatever follows it).
+    pub(crate) fn run(self) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(gate) = self.gate {
+            let _ = gate.recv();
+        }
+        #[cfg(test)]
+        if let Some(fault) = self.fault {
+            return Err(fault);
+        }
+        self.segment.sync_data()
+    }
+}
+
+/// A snapshot of a durable state, written off the store's lock.
+pub(crate) struct SnapshotJob {
+    path: PathBuf,
+    resource_version: u64,
+    objects: HashMap<ResourceKey, Objects>,
+}
+
+impl SnapshotJob {
+    /// Writes the snapshot and removes the files no restart needs any more.
+    pub(crate) fn run(self) -> Result<(), PersistError> {
+        write_snapshot(&self.path, self.resource_version, &self.objects)?;
+        prune(&self.path)
+    }
 }
 
 /// Why changes could not be appended to the log.
@@ -344,14 +396,19 @@ impl DataDir {
         let segment_path = path.join(segment_name(segment_first));
         let segment = open_segment(&segment_path)?;
         sync_dir(path)?;
+        let logged_len = segment
+            .metadata()
+            .map_err(io_error("read", &segment_path))?
+            .len();
         let compacted = history
             .front()
             .map_or(resource_version, |event| event.resource_version - 1);
         let data = Self {
             path: path.into(),
             _lock: lock,
-            segment,
-            segment_path,
+            segment: Arc::new(segment),
+            logged_len,
+            synced_len: logged_len,
             // Counted from the newest snapshot, which may be newer than the one loaded.
             since_snapshot: resource_version
                 .saturating_sub(listing.snapshots.last().copied().unwrap_or(snapshot)),
@@ -359,6 +416,10 @@ impl DataDir {
             buffer: Vec::new(),
             #[cfg(test)]
             fault: None,
+            #[cfg(test)]
+            sync_fault: None,
+            #[cfg(test)]
+            sync_gate: None,
         };
         Ok((
             data,
@@ -372,7 +433,8 @@ impl DataDir {
         ))
     }
 
-    /// Appends the changes (each with its object's name) to the log and fsyncs it.
+    /// Writes the changes (each with its object's name) to the log, to be made durable by a
+    /// [`SyncJob`]. If they cannot all be written, the log is cut back to where it was.
     pub(crate) fn append(
         &mut self,
         changes: &[(Arc<WatchEvent>, String)],
@@ -381,37 +443,33 @@ impl DataDir {
         for (event, name) in changes {
             wal::encode_record(event, name, &mut self.buffer);
         }
-        let before = self
-            .segment
-            .metadata()
-            .map_err(AppendError::RolledBack)?
-            .len();
-        let written = self.write_buffer().and_then(|()| self.segment.sync_data());
-        if let Err(error) = written {
+        if let Err(error) = self.write_buffer() {
             // Take back whatever part of the records reached the file, so that the log holds
-            // exactly the acknowledged changes and the next append can follow them.
+            // exactly the changes before them and the next append can follow them.
             let cut = self
                 .segment
-                .set_len(before)
+                .set_len(self.logged_len)
                 .and_then(|()| self.segment.sync_data());
             return Err(match cut {
                 Ok(()) => AppendError::RolledBack(error),
                 Err(_) => AppendError::Unknown(error),
             });
         }
+        self.logged_len += self.buffer.len() as u64;
         self.since_snapshot += changes.len() as u64;
         Ok(())
     }
 
     /// Writes the encoded records to the segment (through the fault hook, in tests).
     fn write_buffer(&mut self) -> io::Result<()> {
+        let mut segment: &File = &self.segment;
         #[cfg(test)]
         if let Some(fault) = self.fault.take() {
             let half = self.buffer.len() / 2;
-            self.segment.write_all(&self.buffer[..half])?;
+            segment.write_all(&self.buffer[..half])?;
             return Err(fault);
         }
-        self.segment.write_all(&self.buffer)
+        segment.write_all(&self.buffer)
     }
 
     /// Makes the next append write half its records, then fail with `error` (a full disk).
@@ -420,52 +478,98 @@ impl DataDir {
         self.fault = Some(error);
     }
 
+    /// Makes the next sync fail with `error`.
+    #[cfg(test)]
+    pub(crate) fn fail_next_sync(&mut self, error: io::Error) {
+        self.sync_fault = Some(error);
+    }
+
+    /// Makes the next sync wait until the returned sender sends (or is dropped).
+    #[cfg(test)]
+    pub(crate) fn hold_next_sync(&mut self) -> std::sync::mpsc::Sender<()> {
+        let (release, gate) = std::sync::mpsc::channel();
+        self.sync_gate = Some(gate);
+        release
+    }
+
+    /// The fsync that makes everything written so far durable.
+    pub(crate) fn sync_job(&mut self) -> SyncJob {
+        SyncJob {
+            segment: Arc::clone(&self.segment),
+            length: self.logged_len,
+            #[cfg(test)]
+            fault: self.sync_fault.take(),
+            #[cfg(test)]
+            gate: self.sync_gate.take(),
+        }
+    }
+
+    /// Records that a [`SyncJob`] made the segment durable up to `length`.
+    pub(crate) fn synced(&mut self, length: u64) {
+        self.synced_len = self.synced_len.max(length);
+    }
+
+    /// After a failed sync: cuts the segment back to what is known durable, so that the
+    /// changes taken back are not in the log either.
+    pub(crate) fn cut_to_synced(&mut self) -> io::Result<()> {
+        self.segment.set_len(self.synced_len)?;
+        self.segment.sync_data()?;
+        self.logged_len = self.synced_len;
+        Ok(())
+    }
+
     /// Whether enough changes were logged since the last snapshot to take another.
     pub(crate) fn snapshot_due(&self) -> bool {
         self.since_snapshot >= self.snapshot_every
     }
 
-    /// Writes a snapshot of `objects` at `resource_version`, starts a new segment after it, and
-    /// removes the files no restart needs any more.
-    pub(crate) fn snapshot(
+    /// Starts a new segment with the change `next`, once everything before it is durable, and
+    /// returns the snapshot of `objects` (the state at `next - 1`) to write off the lock.
+    pub(crate) fn rotate(
         &mut self,
-        resource_version: u64,
+        next: u64,
         objects: &HashMap<ResourceKey, Objects>,
-    ) -> Result<(), PersistError> {
+    ) -> Result<SnapshotJob, PersistError> {
         // Counted as done even if it fails: the next attempt comes after another interval.
         self.since_snapshot = 0;
-        write_snapshot(&self.path, resource_version, objects)?;
-        let segment_path = self.path.join(segment_name(resource_version + 1));
-        self.segment = open_segment(&segment_path)?;
-        self.segment_path = segment_path;
+        let segment_path = self.path.join(segment_name(next));
+        let segment = open_segment(&segment_path)?;
         sync_dir(&self.path)?;
-        self.prune()
+        self.segment = Arc::new(segment);
+        self.logged_len = 0;
+        self.synced_len = 0;
+        Ok(SnapshotJob {
+            path: self.path.clone(),
+            resource_version: next - 1,
+            objects: objects.clone(),
+        })
     }
+}
 
-    /// Keeps the two newest snapshots and the segments holding changes after the older one.
-    fn prune(&self) -> Result<(), PersistError> {
-        let listing = list(&self.path)?;
-        let keep = listing.snapshots.len().saturating_sub(2);
-        let Some(oldest_kept) = listing.snapshots.get(keep) else {
-            return Ok(());
-        };
-        // Snapshots first: a restart must never find a snapshot without the log after it.
-        for snapshot in &listing.snapshots[..keep] {
-            let file = self.path.join(snapshot_name(*snapshot));
+/// Keeps the two newest snapshots and the segments holding changes after the older one. The
+/// newest segment is always kept: no segment follows it.
+fn prune(path: &Path) -> Result<(), PersistError> {
+    let listing = list(path)?;
+    let keep = listing.snapshots.len().saturating_sub(2);
+    let Some(oldest_kept) = listing.snapshots.get(keep) else {
+        return Ok(());
+    };
+    // Snapshots first: a restart must never find a snapshot without the log after it.
+    for snapshot in &listing.snapshots[..keep] {
+        let file = path.join(snapshot_name(*snapshot));
+        fs::remove_file(&file).map_err(io_error("remove", &file))?;
+    }
+    for (index, first) in listing.segments.iter().enumerate() {
+        let ends_before = listing
+            .segments
+            .get(index + 1)
+            .is_some_and(|next| *next <= oldest_kept + 1);
+        if ends_before {
+            let file = path.join(segment_name(*first));
             fs::remove_file(&file).map_err(io_error("remove", &file))?;
         }
-        for (index, first) in listing.segments.iter().enumerate() {
-            let ends_before = listing
-                .segments
-                .get(index + 1)
-                .is_some_and(|next| *next <= oldest_kept + 1);
-            let file = self.path.join(segment_name(*first));
-            if ends_before && file != self.segment_path {
-                fs::remove_file(&file).map_err(io_error("remove", &file))?;
-            }
-        }
-        sync_dir(&self.path)
     }
+    sync_dir(path)
 }
 
 /// Applies one logged change to `objects`, returning it as the watch event it was.

@@ -204,6 +204,6 @@ impl Store {
             // whose dependents are still finalizing).
             self.gc_needed.store(true, Ordering::Release);
         }
-        self.publish(&mut state)
+        self.publish(state)
     }
 }

@@ -7,15 +7,20 @@
 //! resourceVersion order the order watchers see.
 //!
 //! A store opened on a data directory ([`Store::open`]) is durable: each change is in its
-//! write-ahead log, fsynced, before the write returns or a watcher sees it, and a restart
-//! recovers every object with its resourceVersion, and the recent history for watches.
+//! write-ahead log, fsynced, before the write returns or a reader or watcher sees it, and a
+//! restart recovers every object with its resourceVersion, and the recent history for watches.
+//! Writes are logged under the lock and synced by one thread after it is let go, so that the
+//! writes made meanwhile share the next fsync (group commit, [`group_commit`]); until then
+//! they are pending: later writes build on them, reads see the state before them.
 
 mod as_of;
 mod crd_cleanup;
 mod data_dir;
+pub(crate) mod durability;
 mod error;
 mod event;
 mod gc;
+mod group_commit;
 pub(crate) mod meta;
 mod object_meta;
 mod preconditions;
@@ -29,7 +34,7 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
@@ -96,14 +101,25 @@ pub enum Deleted {
 pub(crate) type Objects = BTreeMap<(String, String), Arc<StoredObject>>;
 
 struct State {
-    resource_version: u64,
+    /// The newest resourceVersion issued (pending changes included).
+    issued: u64,
     objects: HashMap<ResourceKey, Objects>,
     history: VecDeque<Arc<WatchEvent>>,
     /// Changes up to this resourceVersion are no longer in `history`.
     compacted: u64,
-    /// Changes made under the lock that are not yet logged and sent to watchers, each with its
-    /// object's name; see [`Store::publish`].
-    unpublished: Vec<(Arc<WatchEvent>, String)>,
+    /// The newest resourceVersion readers and watchers see: every change up to it is durable
+    /// (in memory: every change). Changes after it are `pending`.
+    visible: u64,
+    /// The changes of the write holding the lock, not yet logged, each with its object's name;
+    /// see [`Store::publish`].
+    unlogged: Vec<(Arc<WatchEvent>, String)>,
+    /// Changes logged but not yet durable, oldest first: in `objects` and `history` for the
+    /// writes that follow, hidden from readers and watchers.
+    pending: VecDeque<(Arc<WatchEvent>, String)>,
+    /// The writers waiting for a resourceVersion to be durable.
+    waiters: Vec<(u64, durability::Waiter)>,
+    /// Set when the store is dropped: the group-commit thread ends.
+    closing: bool,
     /// The data directory of a durable store.
     data: Option<DataDir>,
     /// Why the data directory stopped taking writes; the store is read-only from then on.
@@ -113,11 +129,15 @@ struct State {
 impl State {
     fn empty() -> Self {
         Self {
-            resource_version: 0,
+            issued: 0,
             objects: HashMap::new(),
             history: VecDeque::new(),
             compacted: 0,
-            unpublished: Vec::new(),
+            visible: 0,
+            unlogged: Vec::new(),
+            pending: VecDeque::new(),
+            waiters: Vec::new(),
+            closing: false,
             data: None,
             failed: None,
         }
@@ -147,7 +167,12 @@ impl State {
 /// # }
 /// ```
 pub struct Store {
-    state: Mutex<State>,
+    /// Shared with the group-commit thread of a durable store.
+    state: Arc<Mutex<State>>,
+    /// Wakes the group-commit thread: changes were logged, or the store closes.
+    logged: Arc<Condvar>,
+    /// The group-commit thread of a durable store.
+    syncer: Option<std::thread::JoinHandle<()>>,
     /// Set by every deletion: the garbage collector has work.
     gc_needed: std::sync::atomic::AtomicBool,
     events: broadcast::Sender<Arc<WatchEvent>>,
@@ -191,16 +216,36 @@ impl Store {
     pub fn open(config: StoreConfig, path: &Path) -> Result<Self, PersistError> {
         let (data, recovered) = DataDir::open(path, &config)?;
         let state = State {
-            resource_version: recovered.resource_version,
+            issued: recovered.resource_version,
             objects: recovered.objects,
             history: recovered.history,
             compacted: recovered.compacted,
-            unpublished: Vec::new(),
+            visible: recovered.resource_version,
+            unlogged: Vec::new(),
+            pending: VecDeque::new(),
+            waiters: Vec::new(),
+            closing: false,
             data: Some(data),
             failed: None,
         };
-        let fresh = state.resource_version == 0;
-        let store = Self::with_state(config, state, Some(recovered.report));
+        let fresh = state.issued == 0;
+        let mut store = Self::with_state(config, state, Some(recovered.report));
+        let syncer = group_commit::Syncer {
+            state: Arc::clone(&store.state),
+            logged: Arc::clone(&store.logged),
+            events: store.events.clone(),
+            history: config.history,
+        };
+        store.syncer = Some(
+            std::thread::Builder::new()
+                .name("ctrlkit-group-commit".to_string())
+                .spawn(move || syncer.run())
+                .map_err(|source| PersistError::Io {
+                    action: "start the log's sync thread for",
+                    path: path.to_path_buf(),
+                    source,
+                })?,
+        );
         // Owners may have gone while their dependents stayed: let the collector look.
         store
             .gc_needed
@@ -224,7 +269,9 @@ impl Store {
         let (events, _) = broadcast::channel(config.watch_buffer.max(1));
         Self {
             gc_needed: std::sync::atomic::AtomicBool::new(false),
-            state: Mutex::new(state),
+            state: Arc::new(Mutex::new(state)),
+            logged: Arc::new(Condvar::new()),
+            syncer: None,
             events,
             config,
             namespaces,
@@ -251,9 +298,9 @@ impl Store {
         }
     }
 
-    /// The newest resourceVersion issued.
+    /// The newest resourceVersion readers see (of a durable store: the newest durable one).
     pub fn resource_version(&self) -> u64 {
-        self.state.lock().resource_version
+        self.state.lock().visible
     }
 
     /// Changes up to this resourceVersion are no longer kept: a watch or a continued list from an
@@ -405,7 +452,7 @@ impl Store {
             Some(object),
             EventType::Added,
         );
-        self.publish(&mut state)?;
+        self.publish(state)?;
         Ok(created)
     }
 
@@ -444,16 +491,40 @@ impl Store {
         name: &str,
     ) -> Result<Arc<StoredObject>, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
-        self.state
-            .lock()
-            .objects
-            .get(&kind.key())
-            .and_then(|objects| objects.get(&(namespace.to_string(), name.to_string())))
-            .cloned()
-            .ok_or_else(|| StoreError::NotFound {
+        let resource = kind.key();
+        let state = self.state.lock();
+        // A pending change hides what it changed: the object is as its oldest pending change
+        // found it.
+        let pending = state.pending.iter().find(|(event, event_name)| {
+            event.resource == resource && event.namespace == namespace && event_name == name
+        });
+        let found = match pending {
+            Some((event, _)) if event.event_type == EventType::Added => None,
+            Some((event, _)) => event.previous.clone(),
+            None => latest(&state, &resource, namespace, name),
+        };
+        found.ok_or_else(|| StoreError::NotFound {
+            resource: kind.qualified_name(),
+            name: name.to_string(),
+        })
+    }
+
+    /// The object `name` with the pending changes of a durable store: what a write that
+    /// computes its change from the current object starts from. Not for answers to readers:
+    /// what it returns may not be durable yet (see [`durability`]).
+    pub(crate) fn get_latest(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        let namespace = if kind.namespaced { namespace } else { "" };
+        latest(&self.state.lock(), &kind.key(), namespace, name).ok_or_else(|| {
+            StoreError::NotFound {
                 resource: kind.qualified_name(),
                 name: name.to_string(),
-            })
+            }
+        })
     }
 
     /// Every object of the resource (in `namespace`, if given), sorted by namespace and name,
@@ -463,14 +534,25 @@ impl Store {
         kind: &ResourceKind,
         namespace: Option<&str>,
     ) -> (Vec<Arc<StoredObject>>, u64) {
+        let page = self.list_page(kind, namespace, None, 0, false, |_| true);
+        (page.items, page.resource_version)
+    }
+
+    /// [`list`](Store::list) with the pending changes of a durable store, for writes that
+    /// decide by what is stored (names taken, addresses allocated); as
+    /// [`get_latest`](Store::get_latest), not for answers to readers.
+    pub(crate) fn list_latest(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+    ) -> Vec<Arc<StoredObject>> {
         let state = self.state.lock();
-        let items = state
+        state
             .objects
             .get(&kind.key())
             .zip(page_range(None, namespace.filter(|_| kind.namespaced)))
             .map(|(objects, range)| objects.range(range).map(|(_, o)| Arc::clone(o)).collect())
-            .unwrap_or_default();
-        (items, state.resource_version)
+            .unwrap_or_default()
     }
 
     /// One page of a list: up to `limit` objects (0: no limit) that `select` accepts, in key
@@ -488,22 +570,38 @@ impl Store {
         select: impl FnMut(&Value) -> bool,
     ) -> ListPage {
         let state = self.state.lock();
+        if !state.pending.is_empty() {
+            // The pending changes are undone from the history, as for an older list.
+            let visible = state.visible;
+            let page = self.page_as_of(
+                &state,
+                kind,
+                namespace,
+                after,
+                limit,
+                count_remaining,
+                visible,
+                select,
+            );
+            // Pending changes are never let go from the history, so this cannot expire.
+            return page.unwrap_or_else(|_| ListPage::empty(visible));
+        }
         let namespace = namespace.filter(|_| kind.namespaced);
         let resource = kind.key();
         let (Some(objects), Some(range)) =
             (state.objects.get(&resource), page_range(after, namespace))
         else {
             let none = std::iter::empty();
-            return ListPage::fill(state.resource_version, none, 0, false, select, |_, _| 0);
+            return ListPage::fill(state.issued, none, 0, false, select, |_, _| 0);
         };
         let end = range.1.clone();
         let list = Snapshot {
             resource: &resource,
             namespace,
-            resource_version: state.resource_version,
+            resource_version: state.issued,
         };
         ListPage::fill(
-            state.resource_version,
+            state.issued,
             objects.range(range),
             limit,
             count_remaining,
@@ -684,9 +782,11 @@ impl Store {
         }
         if new == **old {
             // Nothing changed: no new resourceVersion, no event, as kube-apiserver.
+            self.wait_durable(state, stored_version(&old))?;
             return Ok((old, false));
         }
         if dry_run {
+            self.wait_durable(state, stored_version(&old))?;
             return Ok((Arc::new(StoredObject::new(new)), false));
         }
         let finalized = new["metadata"].get("deletionTimestamp").is_some() && !held(kind, &new);
@@ -708,7 +808,7 @@ impl Store {
                 Some(removed),
                 EventType::Deleted,
             );
-            self.publish(&mut state)?;
+            self.publish(state)?;
             return Ok((deleted, false));
         }
         let updated = self.commit(
@@ -719,7 +819,7 @@ impl Store {
             Some(new),
             EventType::Modified,
         );
-        self.publish(&mut state)?;
+        self.publish(state)?;
         Ok((updated, false))
     }
 
@@ -806,6 +906,7 @@ impl Store {
         let crd_cleanup = kind.is_crd() && old["metadata"].get("deletionTimestamp").is_none();
         if held(kind, &old) || foreground || crd_cleanup {
             if old["metadata"].get("deletionTimestamp").is_some() {
+                self.wait_durable(state, stored_version(&old))?;
                 return Ok(Deleted::Finalizing(old));
             }
             let mut marked = (*old).clone();
@@ -825,6 +926,7 @@ impl Store {
                 crd_cleanup::mark_terminating(&mut marked);
             }
             if dry_run {
+                self.wait_durable(state, stored_version(&old))?;
                 return Ok(Deleted::Finalizing(Arc::new(StoredObject::new(marked))));
             }
             let marked = self.commit(
@@ -839,10 +941,11 @@ impl Store {
                 self.gc_needed
                     .store(true, std::sync::atomic::Ordering::Release);
             }
-            self.publish(&mut state)?;
+            self.publish(state)?;
             return Ok(Deleted::Finalizing(marked));
         }
         if dry_run {
+            self.wait_durable(state, stored_version(&old))?;
             return Ok(Deleted::Gone(old));
         }
         if propagation == Propagation::Orphan
@@ -859,7 +962,7 @@ impl Store {
             Some(last),
             EventType::Deleted,
         );
-        self.publish(&mut state)?;
+        self.publish(state)?;
         Ok(Deleted::Gone(gone))
     }
 
@@ -874,8 +977,8 @@ impl Store {
         object: Option<Value>,
         event_type: EventType,
     ) -> Arc<StoredObject> {
-        state.resource_version += 1;
-        let version = state.resource_version;
+        state.issued += 1;
+        let version = state.issued;
         let mut object = object.unwrap_or_else(|| Value::Object(Map::new()));
         if let Ok(metadata) = metadata_mut(&mut object) {
             metadata.insert("resourceVersion".into(), Value::String(version.to_string()));
@@ -903,7 +1006,7 @@ impl Store {
         ));
         // Older history is let go in `publish`, once the change is sure to stay.
         state.history.push_back(Arc::clone(&event));
-        state.unpublished.push((event, name.to_string()));
+        state.unlogged.push((event, name.to_string()));
         object
     }
 
@@ -916,47 +1019,56 @@ impl Store {
         }
     }
 
-    /// Logs the changes committed under the lock (appended and fsynced, in a durable store) and
-    /// only then sends them to watchers. Every write calls it before it lets go of the lock and
-    /// answers, so an acknowledged change is durable, and no reader or watcher sees a change
-    /// that is not.
+    /// Logs the changes the write made under the lock and lets the lock go; returns once they
+    /// are durable (or, inside [`durability::deferring`], at once, the wait handed to it). In
+    /// memory they are published at once. Every write ends here, so an acknowledged change is
+    /// durable, and no reader or watcher sees a change that is not.
     ///
     /// If the log cannot be written the changes are taken back, in memory and in the log, and
     /// the write is answered with an error: nobody ever sees them, and the next write tries the
     /// disk again (a full disk that gets room takes writes again). Only if the log cannot be
     /// cut back either does the store turn read-only until it is restarted.
-    fn publish(&self, state: &mut State) -> Result<(), StoreError> {
-        if state.unpublished.is_empty() {
+    fn publish(&self, mut state: MutexGuard<'_, State>) -> Result<(), StoreError> {
+        let changes = std::mem::take(&mut state.unlogged);
+        let Some(last) = changes.last().map(|(event, _)| event.resource_version) else {
+            return Ok(());
+        };
+        let Some(data) = state.data.as_mut() else {
+            state.pending.extend(changes);
+            group_commit::publish_through(&mut state, last, &self.events, self.config.history);
+            return Ok(());
+        };
+        if let Err(error) = data.append(&changes) {
+            let reason = format!("the write-ahead log cannot be written: {error}");
+            if matches!(error, AppendError::Unknown(_)) {
+                tracing::error!(%reason, "the store takes no more writes");
+                state.failed = Some(reason.clone());
+            } else {
+                tracing::warn!(%reason, "a write was refused and taken back");
+            }
+            roll_back(&mut state, &changes);
+            return Err(StoreError::Storage(reason));
+        }
+        state.pending.extend(changes);
+        self.wait_durable(state, last)
+    }
+
+    /// Lets the lock go and waits until `resource_version` is durable: at once if it is, as
+    /// [`publish`](Store::publish) waits otherwise. A write that changes nothing ends here, as
+    /// the object it answers with may still be pending.
+    fn wait_durable(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        resource_version: u64,
+    ) -> Result<(), StoreError> {
+        if resource_version <= state.visible {
             return Ok(());
         }
-        let changes = std::mem::take(&mut state.unpublished);
-        if let Some(data) = state.data.as_mut() {
-            if let Err(error) = data.append(&changes) {
-                let reason = format!("the write-ahead log cannot be written: {error}");
-                if matches!(error, AppendError::Unknown(_)) {
-                    tracing::error!(%reason, "the store takes no more writes");
-                    state.failed = Some(reason.clone());
-                } else {
-                    tracing::warn!(%reason, "a write was refused and taken back");
-                }
-                roll_back(state, &changes);
-                return Err(StoreError::Storage(reason));
-            } else if data.snapshot_due()
-                && let Err(error) = data.snapshot(state.resource_version, &state.objects)
-            {
-                tracing::warn!(%error, "could not write a snapshot; the log grows until the next one");
-            }
-        }
-        while state.history.len() > self.config.history {
-            if let Some(dropped) = state.history.pop_front() {
-                state.compacted = dropped.resource_version;
-            }
-        }
-        for (event, _) in changes {
-            // No receiver is not an error: nobody watches.
-            let _ = self.events.send(event);
-        }
-        Ok(())
+        let (waiter, wait) = durability::waiter();
+        state.waiters.push((resource_version, waiter));
+        self.logged.notify_one();
+        drop(state);
+        wait.finish()
     }
 
     /// The namespaces being deleted (marked, waiting for their contents to go).
@@ -1019,7 +1131,7 @@ impl Store {
                 );
             }
         }
-        self.publish(&mut state)?;
+        self.publish(state)?;
         Ok(remaining)
     }
 
@@ -1027,7 +1139,7 @@ impl Store {
     /// namespace with it unless other finalizers hold it.
     pub fn finalize_namespace(&self, namespace: &str) -> Result<(), StoreError> {
         let kind = self.namespaces.clone();
-        let current = self.get(&kind, "", namespace)?;
+        let current = self.get_latest(&kind, "", namespace)?;
         if current["metadata"].get("deletionTimestamp").is_none() {
             return Ok(());
         }
@@ -1057,15 +1169,44 @@ impl Store {
         // Subscribing under the lock: every later change reaches this receiver, none earlier.
         let live = self.events.subscribe();
         let resource = kind.key();
-        let current = state.resource_version;
+        let current = state.visible;
         let owed = match start {
             WatchStart::Current => {
-                let objects = state.objects.get(&resource);
+                let visible = if state.pending.is_empty() {
+                    None
+                } else {
+                    let page = self.page_as_of(
+                        &state,
+                        kind,
+                        namespace.as_deref(),
+                        None,
+                        0,
+                        false,
+                        current,
+                        |_| true,
+                    );
+                    Some(page.map(|page| page.items).unwrap_or_default())
+                };
+                let objects = match &visible {
+                    Some(items) => items.clone(),
+                    None => state
+                        .objects
+                        .get(&resource)
+                        .into_iter()
+                        .flat_map(|objects| objects.iter())
+                        .filter(|((ns, _), _)| {
+                            namespace.as_ref().is_none_or(|wanted| wanted == ns)
+                        })
+                        .map(|(_, object)| Arc::clone(object))
+                        .collect(),
+                };
                 objects
                     .into_iter()
-                    .flat_map(|objects| objects.iter())
-                    .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|wanted| wanted == ns))
-                    .map(|((ns, _), object)| {
+                    .map(|object| {
+                        let ns = object["metadata"]["namespace"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string();
                         let version = object["metadata"]["resourceVersion"]
                             .as_str()
                             .and_then(|rv| rv.parse().ok())
@@ -1073,9 +1214,9 @@ impl Store {
                         Arc::new(WatchEvent::new(
                             EventType::Added,
                             resource.clone(),
-                            ns.clone(),
+                            ns,
                             version,
-                            Arc::clone(object),
+                            object,
                             None,
                         ))
                     })
@@ -1099,6 +1240,7 @@ impl Store {
                     .iter()
                     .filter(|event| {
                         event.resource_version > from
+                            && event.resource_version <= current
                             && event.resource == resource
                             && namespace
                                 .as_ref()
@@ -1122,7 +1264,7 @@ impl Store {
     /// 410 Expired (the fault hook behind "compact history").
     pub fn compact(&self, resource_version: u64) {
         let mut state = self.state.lock();
-        let up_to = resource_version.min(state.resource_version);
+        let up_to = resource_version.min(state.visible);
         while state
             .history
             .front()
@@ -1175,6 +1317,15 @@ pub struct ListPage {
 }
 
 impl ListPage {
+    fn empty(resource_version: u64) -> Self {
+        ListPage {
+            items: Vec::new(),
+            resource_version,
+            more: false,
+            remaining: 0,
+        }
+    }
+
     /// Up to `limit` (0: no limit) of `objects` that `select` accepts. When more follow, the
     /// page records it and, with `count_remaining`, asks `remaining_after` how many objects
     /// follow its last key, given how many objects it took.
@@ -1214,6 +1365,17 @@ impl ListPage {
 impl Default for Store {
     fn default() -> Self {
         Self::new(StoreConfig::default())
+    }
+}
+
+impl Drop for Store {
+    /// Ends the group-commit thread of a durable store once what is pending is durable.
+    fn drop(&mut self) {
+        if let Some(syncer) = self.syncer.take() {
+            self.state.lock().closing = true;
+            self.logged.notify_one();
+            let _ = syncer.join();
+        }
     }
 }
 
@@ -1271,7 +1433,7 @@ fn set_type(kind: &ResourceKind, object: &mut Value) {
 /// gapless, which is what its recovery checks.
 fn roll_back(state: &mut State, changes: &[(Arc<WatchEvent>, String)]) {
     if let Some((first, _)) = changes.first() {
-        state.resource_version = first.resource_version.saturating_sub(1);
+        state.issued = first.resource_version.saturating_sub(1);
     }
     for (event, name) in changes.iter().rev() {
         let objects = state.objects.entry(event.resource.clone()).or_default();
@@ -1292,6 +1454,28 @@ fn roll_back(state: &mut State, changes: &[(Arc<WatchEvent>, String)]) {
             state.history.pop_back();
         }
     }
+}
+
+/// The object under `namespace`/`name` with every change made so far, pending ones included.
+fn latest(
+    state: &State,
+    resource: &ResourceKey,
+    namespace: &str,
+    name: &str,
+) -> Option<Arc<StoredObject>> {
+    state
+        .objects
+        .get(resource)?
+        .get(&(namespace.to_string(), name.to_string()))
+        .cloned()
+}
+
+/// The resourceVersion a stored object was written at.
+fn stored_version(object: &StoredObject) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|version| version.parse().ok())
+        .unwrap_or(0)
 }
 
 fn invalid(kind: &ResourceKind, name: &str, causes: Vec<Cause>) -> StoreError {

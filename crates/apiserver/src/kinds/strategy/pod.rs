@@ -34,7 +34,7 @@ pub(super) fn prepare_for_create(
     spec.insert("serviceAccount".into(), json!(account));
     let accounts = builtin_resource("", "serviceaccounts");
     let found = match accounts {
-        Some(accounts) => match context.store.get(&accounts, namespace, &account) {
+        Some(accounts) => match context.store.get_latest(&accounts, namespace, &account) {
             Ok(found) => Some(found),
             Err(StoreError::NotFound { .. }) => None,
             Err(error) => return Err(ApiError::from_store(&error, None)),

@@ -157,7 +157,7 @@ fn used(context: &Context<'_>) -> (HashSet<Ipv4Addr>, HashSet<u16>) {
     let Some(services) = builtin_resource("", "services") else {
         return (ips, ports);
     };
-    let (stored, _) = context.store.list(&services, None);
+    let stored = context.store.list_latest(&services, None);
     for service in stored {
         let spec = &service["spec"];
         for ip in spec["clusterIPs"].as_array().into_iter().flatten() {

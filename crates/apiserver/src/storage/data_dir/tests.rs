@@ -432,8 +432,10 @@ fn after_a_reopening_the_next_snapshot_counts_from_the_newest_one() {
             "snapshot-00000000000000000020.snap"
         ]
     );
-    // The tenth change after the newest snapshot (rv 30) takes the next.
+    // The tenth change after the newest snapshot (rv 30) takes the next (written once the
+    // store closes, at the latest).
     create(&store, 25);
+    drop(store);
     assert!(
         dir.path()
             .join("snapshot-00000000000000000030.snap")
@@ -459,6 +461,8 @@ fn the_directory_and_its_files_are_for_their_owner_only() {
             )
             .unwrap();
     }
+    // Closing the store waits for the snapshot, which is written off the lock.
+    drop(store);
     let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&dir), 0o700);
     let entries: Vec<PathBuf> = fs::read_dir(&dir)
@@ -552,4 +556,199 @@ fn a_write_the_log_refuses_is_never_seen_and_the_next_one_goes_through() {
     assert_eq!(store.get(&configmaps, "default", "kept").unwrap(), kept);
     assert_eq!(store.get(&configmaps, "default", "later").unwrap(), later);
     assert!(store.get(&configmaps, "default", "refused").is_err());
+}
+
+fn names(objects: &[std::sync::Arc<crate::storage::StoredObject>]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|object| object["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pending_write_is_seen_by_no_reader_until_it_is_durable() {
+    use crate::storage::durability::deferring;
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    let kept = store
+        .create(&configmaps, "default", configmap("kept", "1"))
+        .unwrap();
+    let before = store.resource_version();
+    let mut watch = store
+        .watch(&configmaps, Some("default"), WatchStart::After(before))
+        .unwrap();
+
+    // The next sync waits: what is written meanwhile stays pending.
+    let release = store.state.lock().data.as_mut().unwrap().hold_next_sync();
+    let (created, created_durable) =
+        deferring(|| store.create(&configmaps, "default", configmap("new", "1")));
+    let created = created.unwrap();
+    // Later writes build on pending ones: an update of the pending object, and a delete.
+    let mut changed = (*created).clone();
+    changed["data"]["value"] = json!("2");
+    let (updated, updated_durable) =
+        deferring(|| store.update(&configmaps, "default", "new", changed, false));
+    let (updated, _) = updated.unwrap();
+    let (deleted, deleted_durable) =
+        deferring(|| store.delete(&configmaps, "default", "kept", None));
+    assert!(matches!(deleted.unwrap(), Deleted::Gone(_)));
+    assert_eq!(
+        store.get_latest(&configmaps, "default", "new").unwrap(),
+        updated
+    );
+
+    // Readers see the store as it was before them.
+    assert_eq!(store.resource_version(), before);
+    assert_eq!(store.get(&configmaps, "default", "kept").unwrap(), kept);
+    assert!(matches!(
+        store.get(&configmaps, "default", "new"),
+        Err(StoreError::NotFound { .. })
+    ));
+    let (listed, version) = store.list(&configmaps, Some("default"));
+    assert_eq!((names(&listed), version), (vec!["kept".to_string()], before));
+    let page = store.list_page(&configmaps, None, None, 1, true, |_| true);
+    assert_eq!(names(&page.items), ["kept"]);
+    assert_eq!((page.more, page.resource_version), (false, before));
+    let mut from_now = store
+        .watch(&configmaps, Some("default"), WatchStart::Current)
+        .unwrap();
+    let initial = from_now.try_next().unwrap().expect("the visible object");
+    assert_eq!(initial.object["metadata"]["name"], "kept");
+    assert!(matches!(from_now.try_next(), Ok(None)));
+    assert!(matches!(watch.try_next(), Ok(None)));
+    assert!(matches!(
+        store.watch(&configmaps, None, WatchStart::After(before + 1)),
+        Err(StoreError::TooLargeResourceVersion { .. })
+    ));
+
+    release.send(()).unwrap();
+    created_durable.wait().await.unwrap();
+    updated_durable.wait().await.unwrap();
+    deleted_durable.wait().await.unwrap();
+    assert_eq!(store.resource_version(), before + 3);
+    assert_eq!(store.get(&configmaps, "default", "new").unwrap(), updated);
+    assert!(store.get(&configmaps, "default", "kept").is_err());
+    let seen: Vec<(EventType, String)> = std::iter::from_fn(|| watch.try_next().unwrap())
+        .map(|event| {
+            let name = event.object["metadata"]["name"].as_str().unwrap();
+            (event.event_type, name.to_string())
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (EventType::Added, "new".to_string()),
+            (EventType::Modified, "new".to_string()),
+            (EventType::Deleted, "kept".to_string())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_sync_takes_back_every_pending_write_and_the_next_goes_through() {
+    use crate::storage::durability::deferring;
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let later = {
+        let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+        let before = store.resource_version();
+        let mut watch = store
+            .watch(&configmaps, None, WatchStart::After(before))
+            .unwrap();
+        let release = {
+            let mut state = store.state.lock();
+            let data = state.data.as_mut().unwrap();
+            data.fail_next_sync(std::io::Error::from_raw_os_error(5)); // EIO
+            data.hold_next_sync()
+        };
+        let (first, first_durable) =
+            deferring(|| store.create(&configmaps, "default", configmap("first", "1")));
+        let (second, second_durable) =
+            deferring(|| store.create(&configmaps, "default", configmap("second", "1")));
+        first.unwrap();
+        second.unwrap();
+        release.send(()).unwrap();
+        for durable in [first_durable, second_durable] {
+            let refused = durable.wait().await.unwrap_err();
+            assert_eq!(refused.code(), 500, "{refused}");
+        }
+        for name in ["first", "second"] {
+            assert!(store.get(&configmaps, "default", name).is_err());
+            assert!(store.get_latest(&configmaps, "default", name).is_err());
+        }
+        assert!(matches!(watch.try_next(), Ok(None)));
+        assert_eq!(store.resource_version(), before);
+
+        // The next write goes through, with the first resourceVersion nobody saw.
+        let later = store
+            .create(&configmaps, "default", configmap("later", "1"))
+            .unwrap();
+        assert_eq!(later["metadata"]["resourceVersion"], (before + 1).to_string());
+        let event = watch.try_next().unwrap().expect("the next write is seen");
+        assert_eq!(event.object["metadata"]["name"], "later");
+        later
+    };
+    let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+    assert_eq!(store.recovery().unwrap().truncated, None);
+    assert_eq!(store.get(&configmaps, "default", "later").unwrap(), later);
+    assert!(store.get(&configmaps, "default", "first").is_err());
+    assert!(store.get(&configmaps, "default", "second").is_err());
+}
+
+#[test]
+fn writers_on_several_threads_all_land_once_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmaps = kind("configmaps");
+    let config = small_history();
+    let written: Vec<u64> = {
+        let store = Store::open(config, dir.path()).unwrap();
+        let mut versions: Vec<u64> = std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..8)
+                .map(|writer| {
+                    let (store, configmaps) = (&store, &configmaps);
+                    scope.spawn(move || {
+                        (0..40)
+                            .map(|index| {
+                                let name = format!("cm-{writer}-{index}");
+                                let created = store
+                                    .create(configmaps, "default", configmap(&name, "1"))
+                                    .unwrap();
+                                created["metadata"]["resourceVersion"]
+                                    .as_str()
+                                    .unwrap()
+                                    .parse::<u64>()
+                                    .unwrap()
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            writers
+                .into_iter()
+                .flat_map(|writer| writer.join().unwrap())
+                .collect()
+        });
+        versions.sort_unstable();
+        versions.dedup();
+        assert_eq!(versions.len(), 320, "every create has its own resourceVersion");
+        assert_eq!(store.resource_version(), 4 + 320);
+        versions
+    };
+    let store = Store::open(config, dir.path()).unwrap();
+    let (listed, version) = store.list(&configmaps, Some("default"));
+    assert_eq!(listed.len(), 320);
+    assert_eq!(version, 4 + 320);
+    let mut stored: Vec<u64> = listed
+        .iter()
+        .map(|object| {
+            object["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    stored.sort_unstable();
+    assert_eq!(stored, written);
 }
