@@ -274,7 +274,10 @@ impl ApiError {
                 "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                 "retryAfterSeconds": 1,
             })),
-            StoreError::Expired { .. } | StoreError::BadRequest(_) | StoreError::Storage(_) => None,
+            StoreError::Expired { .. }
+            | StoreError::BadRequest(_)
+            | StoreError::Storage(_)
+            | StoreError::RequestTooLarge => None,
         };
         Self {
             code: error.code(),

@@ -95,6 +95,11 @@ pub enum StoreError {
     /// 500: the data directory of a durable store failed; the store takes no more writes.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// 500 with no reason: the object is larger than etcd takes, even without its
+    /// `managedFields` (see [`MAX_OBJECT_BYTES`](super::MAX_OBJECT_BYTES)); etcd's words, as
+    /// kube-apiserver passes them on.
+    #[error("etcdserver: request is too large")]
+    RequestTooLarge,
 }
 
 /// The causes of a 422 as kube-apiserver's message lists them: `<field>: <what>`, several in
@@ -123,7 +128,7 @@ impl StoreError {
             Self::Expired { .. } => 410,
             Self::TooLargeResourceVersion { .. } => 504,
             Self::BadRequest(_) => 400,
-            Self::Storage(_) => 500,
+            Self::Storage(_) | Self::RequestTooLarge => 500,
         }
     }
 
@@ -139,6 +144,8 @@ impl StoreError {
             Self::TooLargeResourceVersion { .. } => "Timeout",
             Self::BadRequest(_) => "BadRequest",
             Self::Storage(_) => "InternalError",
+            // An error that is not an API status: kube-apiserver's `StatusReasonUnknown`.
+            Self::RequestTooLarge => "",
         }
     }
 }

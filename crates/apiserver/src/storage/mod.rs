@@ -414,6 +414,7 @@ impl Store {
             object["status"] = serde_json::json!({"phase": "Active"});
         }
 
+        fit_in_storage(&mut object)?;
         let mut state = self.lock_for_write()?;
         if kind.namespaced {
             self.check_namespace(&state, kind, namespace, &given_name)?;
@@ -673,6 +674,7 @@ impl Store {
     ) -> Result<(Arc<StoredObject>, bool), StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         set_type(kind, &mut object);
+        fit_in_storage(&mut object)?;
         let body_version = metadata_mut(&mut object)?
             .get("resourceVersion")
             .and_then(Value::as_str)
@@ -1468,6 +1470,45 @@ fn latest(
         .get(resource)?
         .get(&(namespace.to_string(), name.to_string()))
         .cloned()
+}
+
+/// The most a stored object may take serialized: etcd's default request limit
+/// (`--max-request-bytes`), which kube-apiserver's writes meet.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
+/// Checks that `object` fits in [`MAX_OBJECT_BYTES`] as JSON; if it does not, its
+/// `managedFields` are dropped and it is checked again, as kube-apiserver retries a write that
+/// etcd found too large. (etcd holds built-in kinds as protobuf, a little smaller than JSON.)
+fn fit_in_storage(object: &mut Value) -> Result<(), StoreError> {
+    if json_len(object) <= MAX_OBJECT_BYTES {
+        return Ok(());
+    }
+    let dropped = object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|metadata| metadata.remove("managedFields"));
+    if dropped.is_some() && json_len(object) <= MAX_OBJECT_BYTES {
+        return Ok(());
+    }
+    Err(StoreError::RequestTooLarge)
+}
+
+/// The length of `value` as compact JSON, counted without writing it out.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Counting cannot fail: `Count` takes every byte and a `Value`'s keys are strings.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The resourceVersion a stored object was written at.

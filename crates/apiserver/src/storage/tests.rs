@@ -644,3 +644,54 @@ fn a_namespace_updated_to_a_non_object_spec_is_still_finalized() {
     let held = store.get(&namespaces, "", "odd").unwrap();
     assert_eq!(held["metadata"]["finalizers"], json!(["example.com/hold"]));
 }
+
+#[test]
+fn an_object_too_large_for_etcd_loses_its_managed_fields_or_is_refused() {
+    let store = Store::default();
+    let configmaps = kind("configmaps");
+    let big = |name: &str, data: usize, managed: usize| {
+        json!({
+            "metadata": {
+                "name": name,
+                "managedFields": [{"manager": "m".repeat(managed), "operation": "Update"}],
+            },
+            "data": {"blob": "x".repeat(data)},
+        })
+    };
+    // Fits with its managed fields: kept whole.
+    let whole = store
+        .create(&configmaps, "default", big("whole", 1_000_000, 100))
+        .unwrap();
+    assert!(whole["metadata"].get("managedFields").is_some());
+    // Fits only without them: stored without them, as kube-apiserver retries.
+    let stripped = store
+        .create(
+            &configmaps,
+            "default",
+            big("stripped", MAX_OBJECT_BYTES - 1_000, 10_000),
+        )
+        .unwrap();
+    assert!(stripped["metadata"].get("managedFields").is_none());
+    // Too large either way: etcd's refusal, nothing stored.
+    let refused = store
+        .create(
+            &configmaps,
+            "default",
+            big("refused", MAX_OBJECT_BYTES + 1, 10),
+        )
+        .unwrap_err();
+    assert_eq!(refused, StoreError::RequestTooLarge);
+    assert_eq!(
+        (refused.code(), refused.reason(), refused.to_string().as_str()),
+        (500, "", "etcdserver: request is too large")
+    );
+    assert!(store.get(&configmaps, "default", "refused").is_err());
+    // An update that grows an object past the limit is refused the same way.
+    let mut grown = (*whole).clone();
+    grown["data"]["blob"] = json!("y".repeat(MAX_OBJECT_BYTES));
+    assert_eq!(
+        store.update(&configmaps, "default", "whole", grown, false),
+        Err(StoreError::RequestTooLarge)
+    );
+    assert_eq!(store.get(&configmaps, "default", "whole").unwrap(), whole);
+}

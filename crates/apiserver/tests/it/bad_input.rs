@@ -68,6 +68,22 @@ async fn each_bad_request_gets_its_status_and_nothing_is_lost() {
         (413, "RequestEntityTooLarge")
     );
 
+    // Under the body limit but over etcd's: a Lease, whose fields have no length limit.
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let beyond_etcd = format!(
+        r#"{{"metadata":{{"name":"huge"}},"spec":{{"holderIdentity":"{}"}}}}"#,
+        "a".repeat(2 * 1024 * 1024)
+    );
+    let too_large_for_etcd = refusal(&client, post(leases, beyond_etcd)).await;
+    assert_eq!(
+        (
+            too_large_for_etcd.code,
+            too_large_for_etcd.reason.as_str(),
+            too_large_for_etcd.message.as_str()
+        ),
+        (500, "", "etcdserver: request is too large")
+    );
+
     let wrong_version = refusal(
         &client,
         post(
