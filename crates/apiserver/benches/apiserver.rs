@@ -149,7 +149,10 @@ async fn start_on(data_dir: Option<&std::path::Path>) -> ApiServer {
     ApiServer::start(ApiServerConfig {
         store: StoreConfig {
             history: 200_000,
+            // What is measured here is not the history's bound.
+            history_bytes: usize::MAX,
             watch_buffer: 200_000,
+            ..StoreConfig::default()
         },
         data_dir: data_dir.map(std::path::Path::to_path_buf),
         ..ApiServerConfig::default()

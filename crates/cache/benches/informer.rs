@@ -168,7 +168,10 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
     let mut config = ApiServerConfig {
         store: StoreConfig {
             history: 50_000,
+            // What is measured here is not the history's bound.
+            history_bytes: usize::MAX,
             watch_buffer: 50_000,
+            ..StoreConfig::default()
         },
         ..ApiServerConfig::default()
     };

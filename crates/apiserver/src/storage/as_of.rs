@@ -370,6 +370,7 @@ mod tests {
     fn a_version_no_longer_kept_is_expired_and_one_not_issued_too_large() {
         let store = Store::new(StoreConfig {
             history: 3,
+            history_age: std::time::Duration::ZERO,
             ..StoreConfig::default()
         });
         let kind = configmaps();

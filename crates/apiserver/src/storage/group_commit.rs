@@ -22,15 +22,15 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::sync::broadcast;
 
 use super::data_dir::DataDir;
-use super::{State, WatchEvent, roll_back};
+use super::{State, StoreConfig, WatchEvent, roll_back};
 
 /// What the group-commit thread shares with its store.
 pub(super) struct Syncer {
     pub(super) state: Arc<Mutex<State>>,
     pub(super) logged: Arc<Condvar>,
     pub(super) events: broadcast::Sender<Arc<WatchEvent>>,
-    /// How many changes the history keeps.
-    pub(super) history: usize,
+    /// What the history keeps.
+    pub(super) config: StoreConfig,
 }
 
 impl Syncer {
@@ -57,7 +57,7 @@ impl Syncer {
                     if let Some(data) = state.data.as_mut() {
                         data.synced(length);
                     }
-                    publish_through(&mut state, through, &self.events, self.history);
+                    publish_through(&mut state, through, &self.events, &self.config);
                     if state.data.as_ref().is_some_and(DataDir::snapshot_due) {
                         // One snapshot at a time: the last, begun an interval ago, is
                         // normally done by now. Its writers are told after the rotation,
@@ -90,7 +90,7 @@ impl Syncer {
                 return None;
             }
             data.synced(length);
-            publish_through(state, through, &self.events, self.history);
+            publish_through(state, through, &self.events, &self.config);
             tell_writers(state, through);
         }
         let next = state.issued + 1;
@@ -126,7 +126,7 @@ pub(super) fn publish_through(
     state: &mut State,
     through: u64,
     events: &broadcast::Sender<Arc<WatchEvent>>,
-    history: usize,
+    config: &StoreConfig,
 ) {
     while state
         .pending
@@ -139,15 +139,8 @@ pub(super) fn publish_through(
         }
     }
     state.visible = state.visible.max(through);
-    while state.history.len() > history
-        && state
-            .history
-            .front()
-            .is_some_and(|event| event.resource_version <= state.visible)
-    {
-        if let Some(dropped) = state.history.pop_front() {
-            state.compacted = dropped.resource_version;
-        }
+    if let Some(dropped) = state.history.trim(config, state.visible) {
+        state.compacted = dropped;
     }
 }
 

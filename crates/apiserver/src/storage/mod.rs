@@ -21,6 +21,7 @@ mod error;
 mod event;
 mod gc;
 mod group_commit;
+mod history;
 pub(crate) mod meta;
 mod object_meta;
 mod preconditions;
@@ -52,6 +53,8 @@ pub use self::stored::StoredObject;
 pub use self::watch::{Watch, WatchError};
 
 use self::data_dir::{AppendError, DataDir};
+use self::history::History;
+pub use self::history::HistoryUsage;
 use self::meta::{
     has_finalizers, mark_deleted, metadata_mut, name_causes, same_spec, set_status_from,
 };
@@ -59,13 +62,36 @@ use self::remaining_counts::{RemainingCounts, Snapshot};
 use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 
 /// How much a store remembers.
+///
+/// The history that watches resume from keeps at least the newest `history` changes, and every
+/// change made within `history_age` of the newest, but never more than `history_bytes` of
+/// objects: a watch from an older resourceVersion gets 410 Expired.
+///
+/// ```
+/// use std::time::Duration;
+/// use ctrlkit_apiserver::storage::StoreConfig;
+///
+/// // A server whose objects are large and change often: 64 MiB of history at most.
+/// let config = StoreConfig {
+///     history_bytes: 64 << 20,
+///     ..StoreConfig::default()
+/// };
+/// assert_eq!(config.history_age, Duration::from_secs(75));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct StoreConfig {
-    /// How many changes are kept for watches to resume from; a watch from an older
-    /// resourceVersion gets 410 Expired. A durable store ([`Store::open`]) also snapshots its
-    /// state every `history` changes, and keeps enough of its log to restore this much history
-    /// after a restart.
+    /// How many changes are kept for watches to resume from, at least (while they fit in
+    /// `history_bytes`). A durable store ([`Store::open`]) also snapshots its state every
+    /// `history` changes, and keeps enough of its log to restore this many after a restart.
     pub history: usize,
+    /// Beyond `history`, changes made within this long before the newest are kept too (while
+    /// they fit in `history_bytes`), as kube-apiserver's watch cache keeps 75 s of them: a
+    /// watcher that falls that far behind under a fast writer can still resume.
+    pub history_age: std::time::Duration,
+    /// The most the kept changes' objects may take, counted as their JSON (in memory an object
+    /// takes about three times that: its tree, and its JSON once sent); the oldest are let go
+    /// first.
+    pub history_bytes: usize,
     /// How many changes a watcher may fall behind before its watch is closed.
     pub watch_buffer: usize,
 }
@@ -74,6 +100,8 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             history: 10_000,
+            history_age: std::time::Duration::from_secs(75),
+            history_bytes: 128 << 20,
             watch_buffer: 10_000,
         }
     }
@@ -104,7 +132,7 @@ struct State {
     /// The newest resourceVersion issued (pending changes included).
     issued: u64,
     objects: HashMap<ResourceKey, Objects>,
-    history: VecDeque<Arc<WatchEvent>>,
+    history: History,
     /// Changes up to this resourceVersion are no longer in `history`.
     compacted: u64,
     /// The newest resourceVersion readers and watchers see: every change up to it is durable
@@ -131,7 +159,7 @@ impl State {
         Self {
             issued: 0,
             objects: HashMap::new(),
-            history: VecDeque::new(),
+            history: History::default(),
             compacted: 0,
             visible: 0,
             unlogged: Vec::new(),
@@ -218,7 +246,7 @@ impl Store {
         let state = State {
             issued: recovered.resource_version,
             objects: recovered.objects,
-            history: recovered.history,
+            history: History::recovered(recovered.history),
             compacted: recovered.compacted,
             visible: recovered.resource_version,
             unlogged: Vec::new(),
@@ -234,7 +262,7 @@ impl Store {
             state: Arc::clone(&store.state),
             logged: Arc::clone(&store.logged),
             events: store.events.clone(),
-            history: config.history,
+            config,
         };
         store.syncer = Some(
             std::thread::Builder::new()
@@ -301,6 +329,12 @@ impl Store {
     /// The newest resourceVersion readers see (of a durable store: the newest durable one).
     pub fn resource_version(&self) -> u64 {
         self.state.lock().visible
+    }
+
+    /// How many changes the history keeps for watches now, and their size (see
+    /// [`StoreConfig`]).
+    pub fn history_usage(&self) -> HistoryUsage {
+        self.state.lock().history.usage()
     }
 
     /// Changes up to this resourceVersion are no longer kept: a watch or a continued list from an
@@ -1007,7 +1041,7 @@ impl Store {
             previous,
         ));
         // Older history is let go in `publish`, once the change is sure to stay.
-        state.history.push_back(Arc::clone(&event));
+        state.history.push(Arc::clone(&event), json_len(&object));
         state.unlogged.push((event, name.to_string()));
         object
     }
@@ -1037,7 +1071,7 @@ impl Store {
         };
         let Some(data) = state.data.as_mut() else {
             state.pending.extend(changes);
-            group_commit::publish_through(&mut state, last, &self.events, self.config.history);
+            group_commit::publish_through(&mut state, last, &self.events, &self.config);
             return Ok(());
         };
         if let Err(error) = data.append(&changes) {
@@ -1267,13 +1301,7 @@ impl Store {
     pub fn compact(&self, resource_version: u64) {
         let mut state = self.state.lock();
         let up_to = resource_version.min(state.visible);
-        while state
-            .history
-            .front()
-            .is_some_and(|event| event.resource_version <= up_to)
-        {
-            state.history.pop_front();
-        }
+        state.history.drop_through(up_to);
         state.compacted = state.compacted.max(up_to);
     }
 }
@@ -1448,13 +1476,7 @@ fn roll_back(state: &mut State, changes: &[(Arc<WatchEvent>, String)]) {
                 objects.insert(key, Arc::clone(previous));
             }
         }
-        if state
-            .history
-            .back()
-            .is_some_and(|last| Arc::ptr_eq(last, event))
-        {
-            state.history.pop_back();
-        }
+        state.history.take_back(event);
     }
 }
 

@@ -500,9 +500,12 @@ async fn watch_from_current_starts_with_synthetic_adds() {
 
 #[test]
 fn watch_history_limits() {
+    // By count alone: no change is kept for its age.
     let store = Store::new(StoreConfig {
         history: 3,
+        history_age: std::time::Duration::ZERO,
         watch_buffer: 16,
+        ..StoreConfig::default()
     });
     let configmaps = kind("configmaps");
     for name in ["a", "b", "c", "d", "e"] {
@@ -539,11 +542,64 @@ fn watch_history_limits() {
     assert!(store.watch(&configmaps, None, WatchStart::After(8)).is_ok());
 }
 
+#[tokio::test(start_paused = true)]
+async fn history_keeps_recent_changes_past_its_count_and_never_more_than_its_bytes() {
+    use std::time::Duration;
+    let store = Store::new(StoreConfig {
+        history: 2,
+        history_age: Duration::from_secs(75),
+        history_bytes: 20_000,
+        ..StoreConfig::default()
+    });
+    let configmaps = kind("configmaps");
+    let sized = |name: &str, bytes: usize| {
+        json!({"metadata": {"name": name}, "data": {"blob": "x".repeat(bytes)}})
+    };
+    let start = store.resource_version();
+    // Three changes 30 s apart: all kept, though the count is 2, as they are within 75 s.
+    for name in ["a", "b", "c"] {
+        store
+            .create(&configmaps, "default", sized(name, 1_000))
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(30)).await;
+    }
+    assert_eq!(store.history_usage().changes, start as usize + 3);
+    assert!(store.watch(&configmaps, None, WatchStart::After(start)).is_ok());
+    // A change 60 s after the last: those made more than 75 s before it go ("a", 120 s before,
+    // "b", 90 s before, and the namespaces); "c", 60 s before, stays.
+    tokio::time::advance(Duration::from_secs(30)).await;
+    store
+        .create(&configmaps, "default", sized("d", 1_000))
+        .unwrap();
+    assert_eq!(store.history_usage().changes, 2);
+    assert_eq!(store.compacted(), start + 2);
+    assert!(
+        store
+            .watch(&configmaps, None, WatchStart::After(start + 2))
+            .is_ok()
+    );
+    assert!(matches!(
+        store.watch(&configmaps, None, WatchStart::After(start + 1)),
+        Err(StoreError::Expired { .. })
+    ));
+    // Large changes: however recent, no more than 20,000 bytes of them are kept.
+    for name in ["e", "f", "g"] {
+        store
+            .create(&configmaps, "default", sized(name, 8_000))
+            .unwrap();
+    }
+    let usage = store.history_usage();
+    assert!(usage.bytes <= 20_000, "{usage:?}");
+    assert_eq!(usage.changes, 2, "{usage:?}");
+    assert_eq!(store.compacted(), store.resource_version() - 2);
+}
+
 #[tokio::test]
 async fn a_watcher_that_falls_behind_is_closed_not_silently_skipped() {
     let store = Store::new(StoreConfig {
         history: 100,
         watch_buffer: 2,
+        ..StoreConfig::default()
     });
     let configmaps = kind("configmaps");
     let mut watch = store.watch(&configmaps, None, WatchStart::Current).unwrap();

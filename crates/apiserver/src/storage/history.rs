@@ -1,0 +1,131 @@
+//! The changes a store keeps for watches, and lists at an older resourceVersion, to start from.
+//!
+//! Kept, oldest first, are at least the newest [`StoreConfig::history`] changes, and beyond them
+//! every change made within [`StoreConfig::history_age`] of the newest, as kube-apiserver's watch
+//! cache grows to keep 75 s of changes; but never more than [`StoreConfig::history_bytes`] of
+//! objects (counted as their JSON), so that large objects changing often cannot take the
+//! server's memory. Changes not yet durable are never let go: readers still look past them.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::{StoreConfig, WatchEvent};
+
+/// One kept change.
+struct Entry {
+    event: Arc<WatchEvent>,
+    /// When it was made (on the runtime's clock where there is one).
+    at: Instant,
+    /// Its object's size as JSON.
+    bytes: usize,
+}
+
+/// How much history a store keeps: see [`Store::history_usage`](super::Store::history_usage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryUsage {
+    /// How many changes.
+    pub changes: usize,
+    /// Their objects' size as JSON.
+    pub bytes: usize,
+}
+
+/// The kept changes, oldest first.
+#[derive(Default)]
+pub(super) struct History {
+    entries: VecDeque<Entry>,
+    /// The sum of the entries' `bytes`.
+    bytes: usize,
+}
+
+impl History {
+    /// The changes replayed from a data directory, as if made now.
+    pub(super) fn recovered(events: VecDeque<Arc<WatchEvent>>) -> Self {
+        let mut history = Self::default();
+        for event in events {
+            let bytes = super::json_len(&event.object);
+            history.push(event, bytes);
+        }
+        history
+    }
+
+    /// Keeps `event`, whose object takes `bytes` as JSON.
+    pub(super) fn push(&mut self, event: Arc<WatchEvent>, bytes: usize) {
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.entries.push_back(Entry {
+            event,
+            at: Instant::now(),
+            bytes,
+        });
+    }
+
+    /// Takes back `event` if it is the newest kept (a change that could not be logged).
+    pub(super) fn take_back(&mut self, event: &Arc<WatchEvent>) {
+        if self
+            .entries
+            .back()
+            .is_some_and(|newest| Arc::ptr_eq(&newest.event, event))
+            && let Some(newest) = self.entries.pop_back()
+        {
+            self.bytes = self.bytes.saturating_sub(newest.bytes);
+        }
+    }
+
+    /// The kept changes, oldest first.
+    pub(super) fn iter(&self) -> impl DoubleEndedIterator<Item = &Arc<WatchEvent>> {
+        self.entries.iter().map(|entry| &entry.event)
+    }
+
+    /// The resourceVersion of the oldest kept change.
+    pub(super) fn oldest(&self) -> Option<u64> {
+        self.entries
+            .front()
+            .map(|entry| entry.event.resource_version)
+    }
+
+    /// How many changes are kept, and their objects' size as JSON.
+    pub(super) fn usage(&self) -> HistoryUsage {
+        HistoryUsage {
+            changes: self.entries.len(),
+            bytes: self.bytes,
+        }
+    }
+
+    /// Lets go of the oldest changes `config` does not keep, none newer than `visible`; returns
+    /// the resourceVersion of the newest let go.
+    pub(super) fn trim(&mut self, config: &StoreConfig, visible: u64) -> Option<u64> {
+        let newest_at = self.entries.back()?.at;
+        let mut dropped = None;
+        while let Some(oldest) = self.entries.front() {
+            if oldest.event.resource_version > visible {
+                break;
+            }
+            let too_many = self.entries.len() > config.history
+                && newest_at.saturating_duration_since(oldest.at) > config.history_age;
+            if !too_many && self.bytes <= config.history_bytes {
+                break;
+            }
+            dropped = self.drop_oldest();
+        }
+        dropped
+    }
+
+    /// Lets go of every change up to `resource_version`; returns the newest let go.
+    pub(super) fn drop_through(&mut self, resource_version: u64) -> Option<u64> {
+        let mut dropped = None;
+        while self
+            .oldest()
+            .is_some_and(|oldest| oldest <= resource_version)
+        {
+            dropped = self.drop_oldest();
+        }
+        dropped
+    }
+
+    fn drop_oldest(&mut self) -> Option<u64> {
+        let oldest = self.entries.pop_front()?;
+        self.bytes = self.bytes.saturating_sub(oldest.bytes);
+        Some(oldest.event.resource_version)
+    }
+}
