@@ -208,7 +208,11 @@ async fn durable_figures(quick: bool) {
         let server = start_on(durable.then(|| dir.path())).await;
         let (rate, p50, p99) = concurrent_creates(server.address(), writers, total).await;
         server.shutdown().await;
-        let place = if durable { "--data-dir (fsync)" } else { "in memory" };
+        let place = if durable {
+            "--data-dir (fsync)"
+        } else {
+            "in memory"
+        };
         println!(
             "  {place:<18} {rate:>9.0}/s  p50 {:.2} ms  p99 {:.2} ms",
             p50.as_secs_f64() * 1e3,

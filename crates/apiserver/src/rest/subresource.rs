@@ -17,8 +17,8 @@ use crate::custom::{self, ScalePaths, conversion};
 use crate::request::encode::Encoding;
 use crate::request::options::{Verb, WriteOptions};
 use crate::resource::ResourceKind;
-use crate::storage::{Cause, Deleted, Propagation, StoreError};
 use crate::storage::durability::{deferring, durably};
+use crate::storage::{Cause, Deleted, Propagation, StoreError};
 
 /// Serves `subresource` of the object `item` names, `kind` being its resource.
 pub(super) async fn serve(
@@ -512,7 +512,8 @@ async fn binding(
     }
     pod["spec"]["nodeName"] = json!(node);
     durably(deferring(|| {
-        app.store.update(kind, item.namespace, item.name, pod, false)
+        app.store
+            .update(kind, item.namespace, item.name, pod, false)
     }))
     .await
     .map_err(|error| ApiError::from_store(&error, Some(kind)))?;

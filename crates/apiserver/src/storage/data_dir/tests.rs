@@ -606,7 +606,10 @@ async fn a_pending_write_is_seen_by_no_reader_until_it_is_durable() {
         Err(StoreError::NotFound { .. })
     ));
     let (listed, version) = store.list(&configmaps, Some("default"));
-    assert_eq!((names(&listed), version), (vec!["kept".to_string()], before));
+    assert_eq!(
+        (names(&listed), version),
+        (vec!["kept".to_string()], before)
+    );
     let page = store.list_page(&configmaps, None, None, 1, true, |_| true);
     assert_eq!(names(&page.items), ["kept"]);
     assert_eq!((page.more, page.resource_version), (false, before));
@@ -684,7 +687,10 @@ async fn a_failed_sync_takes_back_every_pending_write_and_the_next_goes_through(
         let later = store
             .create(&configmaps, "default", configmap("later", "1"))
             .unwrap();
-        assert_eq!(later["metadata"]["resourceVersion"], (before + 1).to_string());
+        assert_eq!(
+            later["metadata"]["resourceVersion"],
+            (before + 1).to_string()
+        );
         let event = watch.try_next().unwrap().expect("the next write is seen");
         assert_eq!(event.object["metadata"]["name"], "later");
         later
@@ -731,7 +737,11 @@ fn writers_on_several_threads_all_land_once_each() {
         });
         versions.sort_unstable();
         versions.dedup();
-        assert_eq!(versions.len(), 320, "every create has its own resourceVersion");
+        assert_eq!(
+            versions.len(),
+            320,
+            "every create has its own resourceVersion"
+        );
         assert_eq!(store.resource_version(), 4 + 320);
         versions
     };
