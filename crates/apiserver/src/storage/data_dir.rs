@@ -583,14 +583,18 @@ fn apply(objects: &mut HashMap<ResourceKey, Objects>, record: wal::Record) -> Ar
         EventType::Added | EventType::Modified => stored.insert(key, Arc::clone(&object)),
     };
     let previous = previous.filter(|_| record.event_type != EventType::Added);
-    Arc::new(WatchEvent::new(
-        record.event_type,
-        resource,
-        record.header.namespace,
-        record.header.rv,
-        object,
-        previous,
-    ))
+    let size = super::json_len(&object);
+    Arc::new(
+        WatchEvent::new(
+            record.event_type,
+            resource,
+            record.header.namespace,
+            record.header.rv,
+            object,
+            previous,
+        )
+        .with_size(size),
+    )
 }
 
 /// Options for a file of the directory: readable by its owner only (it holds Secrets).

@@ -16,19 +16,19 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use tokio::sync::broadcast;
 
 use super::data_dir::DataDir;
-use super::{State, StoreConfig, WatchEvent, roll_back};
+use super::watch::Bounds;
+use super::{State, StoreConfig, roll_back};
 
 /// What the group-commit thread shares with its store.
 pub(super) struct Syncer {
     pub(super) state: Arc<Mutex<State>>,
     pub(super) logged: Arc<Condvar>,
-    pub(super) events: broadcast::Sender<Arc<WatchEvent>>,
     /// What the history keeps.
     pub(super) config: StoreConfig,
 }
@@ -39,7 +39,10 @@ impl Syncer {
         let mut snapshot: Option<JoinHandle<()>> = None;
         let mut state = self.state.lock();
         loop {
-            let Some(through) = state.pending.back().map(|(event, _)| event.resource_version)
+            let Some(through) = state
+                .pending
+                .back()
+                .map(|(event, _)| event.resource_version)
             else {
                 if state.closing {
                     break;
@@ -57,7 +60,7 @@ impl Syncer {
                     if let Some(data) = state.data.as_mut() {
                         data.synced(length);
                     }
-                    publish_through(&mut state, through, &self.events, &self.config);
+                    publish_through(&mut state, through, &self.config);
                     if state.data.as_ref().is_some_and(DataDir::snapshot_due) {
                         // One snapshot at a time: the last, begun an interval ago, is
                         // normally done by now. Its writers are told after the rotation,
@@ -81,7 +84,11 @@ impl Syncer {
     /// Starts a new log segment after the newest change, once it is durable, and a thread that
     /// writes the snapshot of the state there.
     fn rotate(&self, state: &mut State) -> Option<JoinHandle<()>> {
-        if let Some(through) = state.pending.back().map(|(event, _)| event.resource_version) {
+        if let Some(through) = state
+            .pending
+            .back()
+            .map(|(event, _)| event.resource_version)
+        {
             let data = state.data.as_mut()?;
             let job = data.sync_job();
             let length = job.length;
@@ -90,7 +97,7 @@ impl Syncer {
                 return None;
             }
             data.synced(length);
-            publish_through(state, through, &self.events, &self.config);
+            publish_through(state, through, &self.config);
             tell_writers(state, through);
         }
         let next = state.issued + 1;
@@ -122,23 +129,24 @@ impl Syncer {
 /// Makes every pending change up to `through` visible: sent to watchers, seen by readers;
 /// history beyond its limit is let go (never a pending change, which readers still need to see
 /// past). Its writers are told by [`tell_writers`].
-pub(super) fn publish_through(
-    state: &mut State,
-    through: u64,
-    events: &broadcast::Sender<Arc<WatchEvent>>,
-    config: &StoreConfig,
-) {
+pub(super) fn publish_through(state: &mut State, through: u64, config: &StoreConfig) {
+    let bounds = Bounds {
+        events: config.watch_buffer.max(1),
+        bytes: config.watch_buffer_bytes,
+    };
     while state
         .pending
         .front()
         .is_some_and(|(event, _)| event.resource_version <= through)
     {
         if let Some((event, _)) = state.pending.pop_front() {
-            // No receiver is not an error: nobody watches.
-            let _ = events.send(event);
+            state.watchers.publish(&event, bounds);
         }
     }
     state.visible = state.visible.max(through);
+    // After the watchers' buffers are filled: a watcher that reads this finds every event up
+    // to it in its buffer (see `Watch::progress`).
+    state.published.store(state.visible, Ordering::Release);
     if let Some(dropped) = state.history.trim(config, state.visible) {
         state.compacted = dropped;
     }

@@ -44,14 +44,14 @@ impl History {
     pub(super) fn recovered(events: VecDeque<Arc<WatchEvent>>) -> Self {
         let mut history = Self::default();
         for event in events {
-            let bytes = super::json_len(&event.object);
-            history.push(event, bytes);
+            history.push(event);
         }
         history
     }
 
-    /// Keeps `event`, whose object takes `bytes` as JSON.
-    pub(super) fn push(&mut self, event: Arc<WatchEvent>, bytes: usize) {
+    /// Keeps `event`.
+    pub(super) fn push(&mut self, event: Arc<WatchEvent>) {
+        let bytes = event.size();
         self.bytes = self.bytes.saturating_add(bytes);
         self.entries.push_back(Entry {
             event,

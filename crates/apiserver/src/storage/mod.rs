@@ -34,10 +34,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use serde_json::{Map, Value};
-use tokio::sync::broadcast;
 
 pub use self::crd_cleanup::{CRD_CLEANUP_FINALIZER, is_terminating};
 pub use self::data_dir::{PersistError, Recovery, TruncatedTail};
@@ -50,6 +50,7 @@ use self::object_meta::meta_causes;
 pub(crate) use self::object_meta::{label_key_problems, label_value_problems};
 pub use self::preconditions::Preconditions;
 pub use self::stored::StoredObject;
+use self::watch::Watchers;
 pub use self::watch::{Watch, WatchError};
 
 use self::data_dir::{AppendError, DataDir};
@@ -94,6 +95,10 @@ pub struct StoreConfig {
     pub history_bytes: usize,
     /// How many changes a watcher may fall behind before its watch is closed.
     pub watch_buffer: usize,
+    /// How many bytes of changes (their objects as JSON) a watcher may fall behind before its
+    /// watch is closed. Watchers share the changes they hold, so this also bounds what all the
+    /// watchers together hold beyond the history.
+    pub watch_buffer_bytes: usize,
 }
 
 impl Default for StoreConfig {
@@ -103,6 +108,7 @@ impl Default for StoreConfig {
             history_age: std::time::Duration::from_secs(75),
             history_bytes: 128 << 20,
             watch_buffer: 10_000,
+            watch_buffer_bytes: 64 << 20,
         }
     }
 }
@@ -148,6 +154,10 @@ struct State {
     waiters: Vec<(u64, durability::Waiter)>,
     /// Set when the store is dropped: the group-commit thread ends.
     closing: bool,
+    /// The live watchers, each with its buffer.
+    watchers: Watchers,
+    /// `visible`, for watchers to read without the lock.
+    published: Arc<AtomicU64>,
     /// The data directory of a durable store.
     data: Option<DataDir>,
     /// Why the data directory stopped taking writes; the store is read-only from then on.
@@ -166,6 +176,8 @@ impl State {
             pending: VecDeque::new(),
             waiters: Vec::new(),
             closing: false,
+            watchers: Watchers::default(),
+            published: Arc::new(AtomicU64::new(0)),
             data: None,
             failed: None,
         }
@@ -203,7 +215,6 @@ pub struct Store {
     syncer: Option<std::thread::JoinHandle<()>>,
     /// Set by every deletion: the garbage collector has work.
     gc_needed: std::sync::atomic::AtomicBool,
-    events: broadcast::Sender<Arc<WatchEvent>>,
     config: StoreConfig,
     namespaces: ResourceKind,
     recovery: Option<Recovery>,
@@ -253,6 +264,8 @@ impl Store {
             pending: VecDeque::new(),
             waiters: Vec::new(),
             closing: false,
+            watchers: Watchers::default(),
+            published: Arc::new(AtomicU64::new(0)),
             data: Some(data),
             failed: None,
         };
@@ -261,7 +274,6 @@ impl Store {
         let syncer = group_commit::Syncer {
             state: Arc::clone(&store.state),
             logged: Arc::clone(&store.logged),
-            events: store.events.clone(),
             config,
         };
         store.syncer = Some(
@@ -294,13 +306,11 @@ impl Store {
             .into_iter()
             .find(|kind| kind.group.is_empty() && kind.plural == "namespaces")
             .unwrap_or_else(|| unreachable!("the built-in resources include namespaces"));
-        let (events, _) = broadcast::channel(config.watch_buffer.max(1));
         Self {
             gc_needed: std::sync::atomic::AtomicBool::new(false),
             state: Arc::new(Mutex::new(state)),
             logged: Arc::new(Condvar::new()),
             syncer: None,
-            events,
             config,
             namespaces,
             recovery,
@@ -1032,16 +1042,20 @@ impl Store {
             self.gc_needed
                 .store(true, std::sync::atomic::Ordering::Release);
         }
-        let event = Arc::new(WatchEvent::new(
-            event_type,
-            resource.clone(),
-            namespace.to_string(),
-            version,
-            Arc::clone(&object),
-            previous,
-        ));
+        let size = json_len(&object);
+        let event = Arc::new(
+            WatchEvent::new(
+                event_type,
+                resource.clone(),
+                namespace.to_string(),
+                version,
+                Arc::clone(&object),
+                previous,
+            )
+            .with_size(size),
+        );
         // Older history is let go in `publish`, once the change is sure to stay.
-        state.history.push(Arc::clone(&event), json_len(&object));
+        state.history.push(Arc::clone(&event));
         state.unlogged.push((event, name.to_string()));
         object
     }
@@ -1071,7 +1085,7 @@ impl Store {
         };
         let Some(data) = state.data.as_mut() else {
             state.pending.extend(changes);
-            group_commit::publish_through(&mut state, last, &self.events, &self.config);
+            group_commit::publish_through(&mut state, last, &self.config);
             return Ok(());
         };
         if let Err(error) = data.append(&changes) {
@@ -1201,9 +1215,7 @@ impl Store {
         start: WatchStart,
     ) -> Result<Watch, StoreError> {
         let namespace = namespace.filter(|_| kind.namespaced).map(str::to_string);
-        let state = self.state.lock();
-        // Subscribing under the lock: every later change reaches this receiver, none earlier.
-        let live = self.events.subscribe();
+        let mut state = self.state.lock();
         let resource = kind.key();
         let current = state.visible;
         let owed = match start {
@@ -1230,9 +1242,7 @@ impl Store {
                         .get(&resource)
                         .into_iter()
                         .flat_map(|objects| objects.iter())
-                        .filter(|((ns, _), _)| {
-                            namespace.as_ref().is_none_or(|wanted| wanted == ns)
-                        })
+                        .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|wanted| wanted == ns))
                         .map(|(_, object)| Arc::clone(object))
                         .collect(),
                 };
@@ -1286,12 +1296,12 @@ impl Store {
                     .collect()
             }
         };
+        // Subscribed under the lock: every later change reaches this watcher, none earlier.
+        let live = state.watchers.subscribe(&resource, namespace);
         Ok(Watch {
             owed,
             live,
-            resource,
-            namespace,
-            seen_up_to: current,
+            published: Arc::clone(&state.published),
             start: current,
         })
     }
@@ -1399,13 +1409,15 @@ impl Default for Store {
 }
 
 impl Drop for Store {
-    /// Ends the group-commit thread of a durable store once what is pending is durable.
+    /// Ends the group-commit thread of a durable store once what is pending is durable, then
+    /// every watch.
     fn drop(&mut self) {
         if let Some(syncer) = self.syncer.take() {
             self.state.lock().closing = true;
             self.logged.notify_one();
             let _ = syncer.join();
         }
+        self.state.lock().watchers.close();
     }
 }
 

@@ -552,9 +552,7 @@ async fn history_keeps_recent_changes_past_its_count_and_never_more_than_its_byt
         ..StoreConfig::default()
     });
     let configmaps = kind("configmaps");
-    let sized = |name: &str, bytes: usize| {
-        json!({"metadata": {"name": name}, "data": {"blob": "x".repeat(bytes)}})
-    };
+    let sized = |name: &str, bytes: usize| json!({"metadata": {"name": name}, "data": {"blob": "x".repeat(bytes)}});
     let start = store.resource_version();
     // Three changes 30 s apart: all kept, though the count is 2, as they are within 75 s.
     for name in ["a", "b", "c"] {
@@ -564,7 +562,11 @@ async fn history_keeps_recent_changes_past_its_count_and_never_more_than_its_byt
         tokio::time::advance(Duration::from_secs(30)).await;
     }
     assert_eq!(store.history_usage().changes, start as usize + 3);
-    assert!(store.watch(&configmaps, None, WatchStart::After(start)).is_ok());
+    assert!(
+        store
+            .watch(&configmaps, None, WatchStart::After(start))
+            .is_ok()
+    );
     // A change 60 s after the last: those made more than 75 s before it go ("a", 120 s before,
     // "b", 90 s before, and the namespaces); "c", 60 s before, stays.
     tokio::time::advance(Duration::from_secs(30)).await;
@@ -592,6 +594,33 @@ async fn history_keeps_recent_changes_past_its_count_and_never_more_than_its_byt
     assert!(usage.bytes <= 20_000, "{usage:?}");
     assert_eq!(usage.changes, 2, "{usage:?}");
     assert_eq!(store.compacted(), store.resource_version() - 2);
+}
+
+#[tokio::test]
+async fn a_watcher_that_falls_more_bytes_behind_than_its_buffer_is_cut_and_holds_nothing() {
+    let store = Store::new(StoreConfig {
+        watch_buffer_bytes: 10_000,
+        ..StoreConfig::default()
+    });
+    let (configmaps, secrets) = (kind("configmaps"), kind("secrets"));
+    let from = WatchStart::After(store.resource_version());
+    let mut stalled = store.watch(&configmaps, None, from).unwrap();
+    let mut reading = store.watch(&configmaps, None, from).unwrap();
+    let mut elsewhere = store.watch(&secrets, None, from).unwrap();
+    let mut first = None;
+    for index in 0..5 {
+        let object = json!({"metadata": {"name": format!("cm-{index}")}, "data": {"blob": "x".repeat(3_000)}});
+        store.create(&configmaps, "default", object).unwrap();
+        let event = reading.next().await.unwrap().unwrap();
+        first.get_or_insert(event);
+    }
+    // The fourth change would have put 12,000 bytes in the stalled watcher's buffer.
+    assert_eq!(stalled.next().await.unwrap_err(), WatchError::Lagged(4));
+    // What it had not read is let go: the first event is held by the history and the reader.
+    let first = first.unwrap();
+    assert_eq!(Arc::strong_count(&first), 2);
+    // A watcher of another resource was handed nothing.
+    assert!(matches!(elsewhere.try_next(), Ok(None)));
 }
 
 #[tokio::test]
@@ -738,7 +767,11 @@ fn an_object_too_large_for_etcd_loses_its_managed_fields_or_is_refused() {
         .unwrap_err();
     assert_eq!(refused, StoreError::RequestTooLarge);
     assert_eq!(
-        (refused.code(), refused.reason(), refused.to_string().as_str()),
+        (
+            refused.code(),
+            refused.reason(),
+            refused.to_string().as_str()
+        ),
         (500, "", "etcdserver: request is too large")
     );
     assert!(store.get(&configmaps, "default", "refused").is_err());
