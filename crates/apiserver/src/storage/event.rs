@@ -46,7 +46,7 @@ pub struct WatchEvent {
     /// change in or out of its selection into an `ADDED` or `DELETED`, and a list as of an earlier
     /// resourceVersion undoes the change.
     pub previous: Option<Arc<StoredObject>>,
-    /// The object's size as JSON, as the history and the watchers' buffers count it.
+    /// The memory the change takes, as the history and the watchers' buffers count it.
     size: usize,
     line: OnceLock<Bytes>,
 }
@@ -72,14 +72,14 @@ impl WatchEvent {
         }
     }
 
-    /// The event with its object's size as JSON (`bytes`), which bounds how many such events
-    /// are kept.
+    /// The event with the memory it takes (`bytes`), which bounds how many such events are
+    /// kept.
     pub(crate) fn with_size(mut self, bytes: usize) -> Self {
         self.size = bytes;
         self
     }
 
-    /// The object's size as JSON, as given to [`with_size`](Self::with_size).
+    /// The memory the change takes, as given to [`with_size`](Self::with_size).
     pub(crate) fn size(&self) -> usize {
         self.size
     }

@@ -3,8 +3,9 @@
 //! Kept, oldest first, are at least the newest [`StoreConfig::history`] changes, and beyond them
 //! every change made within [`StoreConfig::history_age`] of the newest, as kube-apiserver's watch
 //! cache grows to keep 75 s of changes; but never more than [`StoreConfig::history_bytes`] of
-//! objects (counted as their JSON), so that large objects changing often cannot take the
-//! server's memory. Changes not yet durable are never let go: readers still look past them.
+//! memory ([`footprint`]), so that large objects changing often, or many small ones, cannot
+//! take the server's memory. Changes not yet durable are never let go: readers still look past
+//! them.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -13,12 +14,19 @@ use tokio::time::Instant;
 
 use super::{StoreConfig, WatchEvent};
 
+/// The memory a change takes, estimated from its object's size as JSON: the tree and, once
+/// sent, the JSON; and 4 KiB for the event and the tree's maps, which small objects are mostly
+/// made of (a 400-byte ConfigMap's change takes about 5 KiB).
+pub(super) fn footprint(json: usize) -> usize {
+    json.saturating_mul(2).saturating_add(4096)
+}
+
 /// One kept change.
 struct Entry {
     event: Arc<WatchEvent>,
     /// When it was made (on the runtime's clock where there is one).
     at: Instant,
-    /// Its object's size as JSON.
+    /// Its [`footprint`].
     bytes: usize,
 }
 
@@ -27,7 +35,7 @@ struct Entry {
 pub struct HistoryUsage {
     /// How many changes.
     pub changes: usize,
-    /// Their objects' size as JSON.
+    /// The memory they take, as [`StoreConfig::history_bytes`] counts it.
     pub bytes: usize,
 }
 
@@ -84,7 +92,7 @@ impl History {
             .map(|entry| entry.event.resource_version)
     }
 
-    /// How many changes are kept, and their objects' size as JSON.
+    /// How many changes are kept, and the memory they take.
     pub(super) fn usage(&self) -> HistoryUsage {
         HistoryUsage {
             changes: self.entries.len(),

@@ -66,7 +66,7 @@ use crate::resource::{ResourceKey, ResourceKind, builtin_resources};
 ///
 /// The history that watches resume from keeps at least the newest `history` changes, and every
 /// change made within `history_age` of the newest, but never more than `history_bytes` of
-/// objects: a watch from an older resourceVersion gets 410 Expired.
+/// memory: a watch from an older resourceVersion gets 410 Expired.
 ///
 /// ```
 /// use std::time::Duration;
@@ -89,15 +89,15 @@ pub struct StoreConfig {
     /// they fit in `history_bytes`), as kube-apiserver's watch cache keeps 75 s of them: a
     /// watcher that falls that far behind under a fast writer can still resume.
     pub history_age: std::time::Duration,
-    /// The most the kept changes' objects may take, counted as their JSON (in memory an object
-    /// takes about three times that: its tree, and its JSON once sent); the oldest are let go
-    /// first.
+    /// The most memory the kept changes may take, the oldest let go first. A change is counted
+    /// as twice its object's JSON (its tree, and its JSON once sent) plus 4 KiB (the event, and
+    /// the tree's maps, which weigh most in small objects).
     pub history_bytes: usize,
     /// How many changes a watcher may fall behind before its watch is closed.
     pub watch_buffer: usize,
-    /// How many bytes of changes (their objects as JSON) a watcher may fall behind before its
-    /// watch is closed. Watchers share the changes they hold, so this also bounds what all the
-    /// watchers together hold beyond the history.
+    /// How much memory of changes (counted as for `history_bytes`) a watcher may fall behind
+    /// before its watch is closed. Watchers share the changes they hold, so this also bounds
+    /// what all the watchers together hold beyond the history.
     pub watch_buffer_bytes: usize,
 }
 
@@ -1042,7 +1042,7 @@ impl Store {
             self.gc_needed
                 .store(true, std::sync::atomic::Ordering::Release);
         }
-        let size = json_len(&object);
+        let size = history::footprint(json_len(&object));
         let event = Arc::new(
             WatchEvent::new(
                 event_type,

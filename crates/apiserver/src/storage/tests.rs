@@ -548,7 +548,7 @@ async fn history_keeps_recent_changes_past_its_count_and_never_more_than_its_byt
     let store = Store::new(StoreConfig {
         history: 2,
         history_age: Duration::from_secs(75),
-        history_bytes: 20_000,
+        history_bytes: 60_000,
         ..StoreConfig::default()
     });
     let configmaps = kind("configmaps");
@@ -584,14 +584,15 @@ async fn history_keeps_recent_changes_past_its_count_and_never_more_than_its_byt
         store.watch(&configmaps, None, WatchStart::After(start + 1)),
         Err(StoreError::Expired { .. })
     ));
-    // Large changes: however recent, no more than 20,000 bytes of them are kept.
+    // Large changes (about 20 KB each, counted as twice their JSON and 4 KiB): however recent,
+    // no more than 60,000 bytes of them are kept.
     for name in ["e", "f", "g"] {
         store
             .create(&configmaps, "default", sized(name, 8_000))
             .unwrap();
     }
     let usage = store.history_usage();
-    assert!(usage.bytes <= 20_000, "{usage:?}");
+    assert!(usage.bytes <= 60_000, "{usage:?}");
     assert_eq!(usage.changes, 2, "{usage:?}");
     assert_eq!(store.compacted(), store.resource_version() - 2);
 }
@@ -599,7 +600,7 @@ async fn history_keeps_recent_changes_past_its_count_and_never_more_than_its_byt
 #[tokio::test]
 async fn a_watcher_that_falls_more_bytes_behind_than_its_buffer_is_cut_and_holds_nothing() {
     let store = Store::new(StoreConfig {
-        watch_buffer_bytes: 10_000,
+        watch_buffer_bytes: 25_000,
         ..StoreConfig::default()
     });
     let (configmaps, secrets) = (kind("configmaps"), kind("secrets"));
@@ -614,8 +615,9 @@ async fn a_watcher_that_falls_more_bytes_behind_than_its_buffer_is_cut_and_holds
         let event = reading.next().await.unwrap().unwrap();
         first.get_or_insert(event);
     }
-    // The fourth change would have put 12,000 bytes in the stalled watcher's buffer.
-    assert_eq!(stalled.next().await.unwrap_err(), WatchError::Lagged(4));
+    // The third change (about 10 KB each, counted as twice their JSON and 4 KiB) would have
+    // put over 30,000 bytes in the stalled watcher's buffer.
+    assert_eq!(stalled.next().await.unwrap_err(), WatchError::Lagged(3));
     // What it had not read is let go: the first event is held by the history and the reader.
     let first = first.unwrap();
     assert_eq!(Arc::strong_count(&first), 2);
