@@ -12,6 +12,12 @@ pub enum PatchError {
     /// is out of range or not a number).
     #[error("{0}")]
     Failed(String),
+    /// A JSON patch has more operations than kube-apiserver takes
+    /// ([`MAX_JSON_PATCH_OPERATIONS`]).
+    #[error(
+        "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {0}"
+    )]
+    TooManyOperations(usize),
     /// A JSON patch `test` operation failed.
     #[error("testing value {path:?} failed")]
     TestFailed {
@@ -19,6 +25,9 @@ pub enum PatchError {
         path: String,
     },
 }
+
+/// The most operations a JSON patch may have, as kube-apiserver's patch handler allows.
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
 /// Applies an RFC 7386 merge patch: objects merge key by key, `null` removes, anything else
 /// replaces.
@@ -37,6 +46,9 @@ pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
     }
     let operations = <json_patch::Patch as serde::Deserialize>::deserialize(patch)
         .map_err(|error| PatchError::Malformed(error.to_string()))?;
+    if operations.0.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(PatchError::TooManyOperations(operations.0.len()));
+    }
     let mut working = target.clone();
     json_patch::patch_unsafe(&mut working, &operations).map_err(|error| match error.kind {
         json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed {

@@ -70,12 +70,17 @@ impl ApiError {
         error
     }
 
-    /// 413 RequestEntityTooLarge.
+    /// 413 RequestEntityTooLarge: a body over `limit` bytes.
     pub fn too_large(limit: usize) -> Self {
+        Self::entity_too_large(format_args!("limit is {limit}"))
+    }
+
+    /// 413 RequestEntityTooLarge, saying why.
+    pub fn entity_too_large(why: impl std::fmt::Display) -> Self {
         Self::new(
             413,
             "RequestEntityTooLarge",
-            format!("Request entity too large: limit is {limit}"),
+            format!("Request entity too large: {why}"),
         )
     }
 

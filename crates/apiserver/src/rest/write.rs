@@ -942,9 +942,10 @@ fn patch_value(content_type: &str, target: &mut Value, patch: &Value) -> Result<
         }
         STRATEGIC_MERGE_PATCH => strategic_merge_patch(target, patch)
             .map_err(|error| ApiError::bad_request(error.to_string())),
-        // As kube's patcher: a patch that does not decode is a bad request, one that does not
-        // apply is unprocessable.
+        // As kube's patcher: a patch that does not decode is a bad request, one with too many
+        // operations too large, one that does not apply unprocessable.
         _ => json_patch(target, patch).map_err(|error| match error {
+            PatchError::TooManyOperations(_) => ApiError::entity_too_large(error),
             PatchError::Malformed(_) => ApiError::bad_request(error.to_string()),
             _ => ApiError::invalid_message(error.to_string()),
         }),

@@ -171,6 +171,29 @@ async fn each_bad_request_gets_its_status_and_nothing_is_lost() {
         (422, "Invalid")
     );
 
+    let operation = r#"{"op":"test","path":"/metadata/name","value":"kept"}"#;
+    let operations = format!("[{}]", vec![operation; 10_001].join(","));
+    let too_many_operations = refusal(
+        &client,
+        http::Request::patch(format!("{configmaps}/kept"))
+            .header("content-type", "application/json-patch+json")
+            .body(operations.into_bytes())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            too_many_operations.code,
+            too_many_operations.reason.as_str(),
+            too_many_operations.message.as_str()
+        ),
+        (
+            413,
+            "RequestEntityTooLarge",
+            "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+        )
+    );
+
     let invalid_name = refusal(
         &client,
         post(configmaps, r#"{"metadata":{"name":"Bad_Name"}}"#),
