@@ -140,6 +140,7 @@ pub(crate) fn meta_causes(metadata: &Map<String, Value>, builtin: bool) -> Vec<C
         });
     }
     let owners = metadata.get("ownerReferences").and_then(Value::as_array);
+    let mut first_controller: Option<String> = None;
     for (index, owner) in owners.into_iter().flatten().enumerate() {
         let path = |field: &str| format!("metadata.ownerReferences[{index}].{field}");
         let text = |field: &str| owner[field].as_str().unwrap_or_default();
@@ -155,6 +156,21 @@ pub(crate) fn meta_causes(metadata: &Map<String, Value>, builtin: bool) -> Vec<C
         for field in ["kind", "name", "uid"] {
             if text(field).is_empty() {
                 causes.push(required(path(field)));
+            }
+        }
+        if owner["controller"] == Value::Bool(true) {
+            let controller = format!("{}/{}", text("kind"), text("name"));
+            match &first_controller {
+                None => first_controller = Some(controller),
+                // kube-apiserver shows the list as Go prints it; here it is its JSON.
+                Some(first) => causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    field: "metadata.ownerReferences".to_string(),
+                    message: format!(
+                        "Invalid value: {}: Only one reference can have Controller set to true. Found \"true\" in references for {first} and {controller}",
+                        metadata["ownerReferences"]
+                    ),
+                }),
             }
         }
     }
@@ -187,6 +203,20 @@ pub(crate) fn meta_causes(metadata: &Map<String, Value>, builtin: bool) -> Vec<C
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_one_owner_reference_may_be_the_controller() {
+        let owner = |kind: &str, name: &str, controller: bool| json!({"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": name, "controller": controller});
+        let one = json!({"ownerReferences": [owner("ReplicaSet", "a", true), owner("Deployment", "b", false)]});
+        assert!(messages(one, true).is_empty());
+        let two = json!({"ownerReferences": [owner("ReplicaSet", "a", true), owner("Deployment", "b", true)]});
+        let found = messages(two, true);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("metadata.ownerReferences: Invalid value: [{"));
+        assert!(found[0].ends_with(
+            ": Only one reference can have Controller set to true. Found \"true\" in references for ReplicaSet/a and Deployment/b"
+        ));
+    }
 
     fn messages(metadata: Value, builtin: bool) -> Vec<String> {
         meta_causes(metadata.as_object().unwrap(), builtin)
