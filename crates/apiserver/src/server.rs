@@ -10,7 +10,7 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -34,6 +34,20 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
 /// How long a connection may carry no bytes at all before it is closed (kube-apiserver's
 /// `IdleTimeout`).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How long a connection may be silent before TCP probes that its peer is still there, as
+/// kube-apiserver's listener sets it: a peer that vanished without closing is found and its
+/// connection let go, even while a long watch sends nothing.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(180);
+
+/// Sets an accepted connection's socket options: no Nagle delay (every answer is sent whole),
+/// and TCP keep-alive probes after [`TCP_KEEPALIVE`]. A socket that refuses either is served
+/// anyway.
+fn tune(stream: &TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let keepalive = socket2::TcpKeepalive::new().with_time(TCP_KEEPALIVE);
+    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive);
+}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -290,7 +304,7 @@ async fn serve(listening: Listening, router: Router, mut link: watch::Receiver<L
         tokio::select! {
             accepted = accepted => match accepted {
                 Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
+                    tune(&stream);
                     let full = max_connections > 0 && connections.len() >= max_connections;
                     if full && turned_away.len() >= max_connections {
                         // Even the answers to the turned-away are too many: just close.
@@ -538,5 +552,24 @@ impl std::fmt::Debug for ApiServer {
             .field("address", &self.address)
             .field("tls", &self.tls)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_accepted_connection_has_no_nagle_delay_and_keepalive_probes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (_client, accepted) = tokio::join!(client, listener.accept());
+        let (stream, _) = accepted.unwrap();
+        tune(&stream);
+        let socket = socket2::SockRef::from(&stream);
+        assert!(stream.nodelay().unwrap());
+        assert!(socket.keepalive().unwrap());
+        #[cfg(target_os = "linux")]
+        assert_eq!(socket.tcp_keepalive_time().unwrap(), TCP_KEEPALIVE);
     }
 }

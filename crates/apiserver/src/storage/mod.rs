@@ -823,7 +823,10 @@ impl Store {
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             if let Ok(metadata) = metadata_mut(&mut new) {
-                metadata.insert("generation".into(), Value::from(generation.saturating_add(1)));
+                metadata.insert(
+                    "generation".into(),
+                    Value::from(generation.saturating_add(1)),
+                );
             }
         }
         if new == **old {
