@@ -265,7 +265,7 @@ impl Store {
             waiters: Vec::new(),
             closing: false,
             watchers: Watchers::default(),
-            published: Arc::new(AtomicU64::new(0)),
+            published: Arc::new(AtomicU64::new(recovered.resource_version)),
             data: Some(data),
             failed: None,
         };
@@ -1223,9 +1223,18 @@ impl Store {
         let current = state.visible;
         let owed = match start {
             WatchStart::Current => {
-                let visible = if state.pending.is_empty() {
-                    None
+                // What readers see: with changes pending, the objects as of before them.
+                let objects: Vec<Arc<StoredObject>> = if state.pending.is_empty() {
+                    state
+                        .objects
+                        .get(&resource)
+                        .into_iter()
+                        .flat_map(|objects| objects.iter())
+                        .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|wanted| wanted == ns))
+                        .map(|(_, object)| Arc::clone(object))
+                        .collect()
                 } else {
+                    let everything = |_: &Value| true;
                     let page = self.page_as_of(
                         &state,
                         kind,
@@ -1234,20 +1243,9 @@ impl Store {
                         0,
                         false,
                         current,
-                        |_| true,
+                        everything,
                     );
-                    Some(page.map(|page| page.items).unwrap_or_default())
-                };
-                let objects = match &visible {
-                    Some(items) => items.clone(),
-                    None => state
-                        .objects
-                        .get(&resource)
-                        .into_iter()
-                        .flat_map(|objects| objects.iter())
-                        .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|wanted| wanted == ns))
-                        .map(|(_, object)| Arc::clone(object))
-                        .collect(),
+                    page.map(|page| page.items).unwrap_or_default()
                 };
                 objects
                     .into_iter()
