@@ -402,11 +402,7 @@ fn main() {
     let only_pods = std::env::args().any(|arg| arg == "--pods");
     let only_custom = std::env::args().any(|arg| arg == "--custom");
     let only_durable = std::env::args().any(|arg| arg == "--durable");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = support::runtime();
     runtime.block_on(async {
         let creates = if quick { 5_000 } else { 20_000 };
         println!("ctrlkit-apiserver over HTTP/1.1 on loopback (client in the same process)");

@@ -352,11 +352,7 @@ async fn idle_and_slowloris(server: &ApiServer, rss: &RssPeak, probe: &Probe, sp
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = support::runtime();
     runtime.block_on(async {
         let rss = RssPeak::start();
         let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();

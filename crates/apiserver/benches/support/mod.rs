@@ -1,4 +1,5 @@
-//! What the API server's benchmarks share: a plain HTTP/1.1 client connection.
+//! What the API server's benchmarks share: their runtime, and a plain HTTP/1.1 client
+//! connection.
 
 #![allow(dead_code)]
 
@@ -74,4 +75,14 @@ pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
         .windows(needle.len())
         .position(|window| window == needle)
+}
+
+/// The benchmarks' runtime: two worker threads, as the machine the figures come from has two
+/// cores, shared by the server and its clients.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }

@@ -548,10 +548,7 @@ impl Store {
             Some((event, _)) => event.previous.clone(),
             None => latest(&state, &resource, namespace, name),
         };
-        found.ok_or_else(|| StoreError::NotFound {
-            resource: kind.qualified_name(),
-            name: name.to_string(),
-        })
+        found.ok_or_else(|| not_found(kind, name))
     }
 
     /// The object `name` with the pending changes of a durable store: what a write that
@@ -564,12 +561,8 @@ impl Store {
         name: &str,
     ) -> Result<Arc<StoredObject>, StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
-        latest(&self.state.lock(), &kind.key(), namespace, name).ok_or_else(|| {
-            StoreError::NotFound {
-                resource: kind.qualified_name(),
-                name: name.to_string(),
-            }
-        })
+        latest(&self.state.lock(), &kind.key(), namespace, name)
+            .ok_or_else(|| not_found(kind, name))
     }
 
     /// Every object of the resource (in `namespace`, if given), sorted by namespace and name,
@@ -743,10 +736,7 @@ impl Store {
                     .create_as(kind, namespace, object, dry_run)
                     .map(|created| (created, true));
             }
-            return Err(StoreError::NotFound {
-                resource: kind.qualified_name(),
-                name: name.to_string(),
-            });
+            return Err(not_found(kind, name));
         };
         let old_version = old["metadata"]["resourceVersion"].as_str().unwrap_or("");
         match body_version.as_deref() {
@@ -944,10 +934,7 @@ impl Store {
             .and_then(|objects| objects.get(&(namespace.to_string(), name.to_string())))
             .cloned()
         else {
-            return Err(StoreError::NotFound {
-                resource: kind.qualified_name(),
-                name: name.to_string(),
-            });
+            return Err(not_found(kind, name));
         };
         precondition.check(kind, name, &old)?;
         let foreground = propagation == Propagation::Foreground;
@@ -1490,6 +1477,14 @@ fn roll_back(state: &mut State, changes: &[(Arc<WatchEvent>, String)]) {
             }
         }
         state.history.take_back(event);
+    }
+}
+
+/// 404 for the object `name` of `kind`.
+fn not_found(kind: &ResourceKind, name: &str) -> StoreError {
+    StoreError::NotFound {
+        resource: kind.qualified_name(),
+        name: name.to_string(),
     }
 }
 
