@@ -44,7 +44,6 @@ fuzz_target!(|data: &[u8]| {
     let fifo = DeltaFifo::new(DeltaFifoOptions::<ConfigMap> {
         known_objects: Some(Arc::new(indexer.clone())),
         transformer: Some(Arc::new(drop_managed_fields)),
-        compact: true,
         ..Default::default()
     });
     for line in data.split(|&byte| byte == b'\n') {

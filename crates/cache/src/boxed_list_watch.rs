@@ -18,7 +18,6 @@ trait DynListerWatcher<K: Clone>: Send + Sync {
         resource_version: &'a str,
     ) -> BoxFuture<'a, Result<WatchStream<K>, kube::Error>>;
     fn list_pages(&self, params: ListParams) -> PageStream<'_, K>;
-    fn delivers_compact_objects(&self) -> bool;
 }
 
 impl<K: Clone + Send + Sync + 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
@@ -37,9 +36,6 @@ impl<K: Clone + Send + Sync + 'static, L: ListerWatcher<K>> DynListerWatcher<K> 
     }
     fn list_pages(&self, params: ListParams) -> PageStream<'_, K> {
         ListerWatcher::list_pages(self, params)
-    }
-    fn delivers_compact_objects(&self) -> bool {
-        ListerWatcher::delivers_compact_objects(self)
     }
 }
 
@@ -78,8 +74,5 @@ impl<K: Clone + Send + Sync + 'static> ListerWatcher<K> for BoxListerWatcher<K> 
     }
     fn list_pages(&self, params: ListParams) -> PageStream<'_, K> {
         self.0.list_pages(params)
-    }
-    fn delivers_compact_objects(&self) -> bool {
-        self.0.delivers_compact_objects()
     }
 }

@@ -1,12 +1,9 @@
 //! Decoding list and watch bodies into objects.
 //!
 //! Objects are decoded with simd-json, for two reasons: it decodes realistic Pods faster than
-//! serde_json, and it tells serde each array's length up front, so every
-//! `Vec` of the object is allocated exactly. serde_json gives no length, so serde grows each
-//! vector by doubling and a decoded Pod carries spare capacity in a dozen vectors; an informer
-//! then has to copy each object once to cache it compactly (see
-//! [`SharedIndexInformer::set_compact_objects`](crate::SharedIndexInformer::set_compact_objects)),
-//! a copy that costs as much as the decode itself. A list body is split into its items' bytes
+//! serde_json, and it tells serde each array's length up front, so every `Vec` of the object is
+//! allocated exactly. serde_json gives no length, so serde grows each vector by doubling and a
+//! decoded Pod carries spare capacity in a dozen vectors for as long as it is cached. A list body is split into its items' bytes
 //! first (see [`split_list`]) so that a page's items can be decoded on several threads.
 //!
 //! A second JSON stack is a cost to carry; it is kept because with serde_json alone the

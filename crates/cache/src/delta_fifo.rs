@@ -99,9 +99,6 @@ pub struct DeltaFifoOptions<K> {
     pub emit_delta_type_replaced: bool,
     /// Applied to objects before they are queued.
     pub transformer: Option<TransformFunc<K>>,
-    /// Re-allocate each incoming object compactly (a clone) before it is queued, trading a copy
-    /// at arrival for less memory for as long as it is cached; informers set it.
-    pub compact: bool,
 }
 
 impl<K: Resource> Default for DeltaFifoOptions<K> {
@@ -111,7 +108,6 @@ impl<K: Resource> Default for DeltaFifoOptions<K> {
             known_objects: None,
             emit_delta_type_replaced: false,
             transformer: None,
-            compact: false,
         }
     }
 }
@@ -165,7 +161,6 @@ pub struct DeltaFifo<K> {
     known_objects: Option<Arc<dyn KnownObjects<K>>>,
     emit_delta_type_replaced: bool,
     transformer: Option<TransformFunc<K>>,
-    compact: bool,
 }
 
 impl<K> std::fmt::Debug for DeltaFifo<K> {
@@ -196,7 +191,6 @@ impl<K: Clone> DeltaFifo<K> {
             known_objects: options.known_objects,
             emit_delta_type_replaced: options.emit_delta_type_replaced,
             transformer: options.transformer,
-            compact: options.compact,
         }
     }
 
@@ -309,7 +303,7 @@ impl<K: Clone> DeltaFifo<K> {
             DeltaType::Sync
         };
         let mut first_error = None;
-        // Transform and compact outside the lock: pops go on meanwhile.
+        // Transform outside the lock: pops go on meanwhile.
         let page: Vec<Arc<K>> = page.into_iter().map(|obj| self.prepare(obj)).collect();
         // Room for the page at once, rather than tables rehashed as they double.
         listed.0.reserve(page.len());
@@ -397,7 +391,7 @@ impl<K: Clone> DeltaFifo<K> {
             if inner.items.get(&key).is_some_and(|d| !d.is_empty()) {
                 continue;
             }
-            // A resync carries the stored object: already transformed and compact.
+            // A resync carries the stored object: already transformed.
             self.queue_action(&mut inner, key, DeltaType::Sync, obj);
         }
         self.notify.notify_waiters();
@@ -473,7 +467,7 @@ impl<K: Clone> DeltaFifo<K> {
     }
 
     fn prepare(&self, obj: Arc<K>) -> Arc<K> {
-        prepare(self.transformer.as_ref(), self.compact, obj)
+        prepare(self.transformer.as_ref(), obj)
     }
 
     fn queue_action(&self, inner: &mut Inner<K>, key: String, action: DeltaType, obj: Arc<K>) {
@@ -509,20 +503,11 @@ impl<K: Clone> DeltaFifo<K> {
     }
 }
 
-/// Applies the transformer, then compacts: a decoded object carries the spare capacity
-/// serde's growing vectors leave (a one-element `Vec` of a large struct has room for four;
-/// in a typical Pod that is ~7 KB), and a clone allocates every part exactly. Both FIFOs
-/// prepare what they queue this way.
-pub(crate) fn prepare<K: Clone>(
-    transformer: Option<&TransformFunc<K>>,
-    compact: bool,
-    obj: Arc<K>,
-) -> Arc<K> {
-    match (transformer, compact) {
-        (None, false) => obj,
-        (None, true) => Arc::new(K::clone(&obj)),
-        (Some(transform), false) => Arc::new(transform(Arc::unwrap_or_clone(obj))),
-        (Some(transform), true) => Arc::new(transform(Arc::unwrap_or_clone(obj)).clone()),
+/// Applies the transformer, if there is one: both FIFOs prepare what they queue this way.
+pub(crate) fn prepare<K: Clone>(transformer: Option<&TransformFunc<K>>, obj: Arc<K>) -> Arc<K> {
+    match transformer {
+        None => obj,
+        Some(transform) => Arc::new(transform(Arc::unwrap_or_clone(obj))),
     }
 }
 
@@ -553,51 +538,5 @@ fn dedup_deltas<K>(deltas: &mut Vec<Delta<K>>) {
         } else {
             deltas.swap_remove(n - 2);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::ObjectMeta;
-
-    fn configmap() -> Arc<ConfigMap> {
-        let mut data = Vec::with_capacity(64);
-        data.push(("key".to_owned(), "value".to_owned()));
-        Arc::new(ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("a".into()),
-                namespace: Some("ns".into()),
-                ..Default::default()
-            },
-            data: Some(data.into_iter().collect()),
-            ..Default::default()
-        })
-    }
-
-    async fn queued(fifo: &DeltaFifo<ConfigMap>) -> Arc<ConfigMap> {
-        fifo.pop(|_, deltas, _| deltas.newest().and_then(Delta::object).cloned())
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| Arc::new(ConfigMap::default()))
-    }
-
-    #[tokio::test]
-    async fn compaction_queues_an_equal_copy_and_is_off_by_default() {
-        let plain = DeltaFifo::new(DeltaFifoOptions::<ConfigMap>::default());
-        let obj = configmap();
-        plain.add(Arc::clone(&obj)).unwrap();
-        assert!(Arc::ptr_eq(&queued(&plain).await, &obj));
-
-        let compacting = DeltaFifo::new(DeltaFifoOptions {
-            compact: true,
-            ..DeltaFifoOptions::<ConfigMap>::default()
-        });
-        compacting.add(Arc::clone(&obj)).unwrap();
-        let copy = queued(&compacting).await;
-        assert!(!Arc::ptr_eq(&copy, &obj));
-        assert_eq!(copy, obj);
     }
 }

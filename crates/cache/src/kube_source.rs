@@ -10,9 +10,6 @@
 //!   are decoded while the consumer stores this one's, and the page after is requested meanwhile;
 //! - a watch body is read by the task that consumes its events, each decoded as soon as its
 //!   line is whole: no thread hop between receiving an event and storing it.
-//!
-//! Objects come out with exactly sized vectors, so informers over these sources skip their
-//! compacting copy ([`ListerWatcher::delivers_compact_objects`]).
 
 use std::future::Future;
 use std::pin::Pin;

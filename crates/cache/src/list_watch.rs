@@ -92,14 +92,6 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
     {
         pages_one_by_one(self, params)
     }
-
-    /// Whether the objects this source hands out are already allocated exactly (no spare
-    /// capacity in their vectors), so that an informer caching them need not copy each one to
-    /// compact it. `false` unless the source says so; the kube-client implementation decodes
-    /// compactly and says `true`.
-    fn delivers_compact_objects(&self) -> bool {
-        false
-    }
 }
 
 impl<K> ListerWatcher<K> for Api<K>
@@ -132,10 +124,6 @@ where
             .watch(params, resource_version)
             .map_err(kube::Error::BuildRequest)?;
         kube_source::watch(&Client::from(self.clone()), request).await
-    }
-
-    fn delivers_compact_objects(&self) -> bool {
-        true
     }
 }
 

@@ -80,8 +80,4 @@ where
             .map_err(kube::Error::BuildRequest)?;
         kube_source::watch(&Client::from(self.api.clone()), request).await
     }
-
-    fn delivers_compact_objects(&self) -> bool {
-        true
-    }
 }

@@ -62,7 +62,6 @@ pub struct RealFifo<K> {
     key_func: KeyFunc<K>,
     known_objects: Option<Arc<dyn KnownObjects<K>>>,
     transformer: Option<TransformFunc<K>>,
-    compact: bool,
 }
 
 impl<K> std::fmt::Debug for RealFifo<K> {
@@ -92,7 +91,6 @@ impl<K: Clone> RealFifo<K> {
             key_func: options.key_func,
             known_objects: options.known_objects,
             transformer: options.transformer,
-            compact: options.compact,
         }
     }
 
@@ -307,7 +305,7 @@ impl<K: Clone> RealFifo<K> {
     }
 
     fn prepare(&self, obj: Arc<K>) -> Arc<K> {
-        prepare(self.transformer.as_ref(), self.compact, obj)
+        prepare(self.transformer.as_ref(), obj)
     }
 }
 

@@ -290,7 +290,7 @@ where
     /// Lists page by page into the store, returning the keys listed, the list's version and how
     /// many requests it took.
     ///
-    /// Each page goes to the store (which transforms and compacts it) on a blocking thread
+    /// Each page goes to the store (which transforms it) on a blocking thread
     /// while the next page is fetched and decoded, so both cores work and the whole list never
     /// sits in memory twice. Only [`ReflectorStore::replace_finish`] turns a relist into
     /// deletions, so pages of a list that fails halfway are harmless: they hold states at least

@@ -55,7 +55,6 @@ struct Config<K> {
     resync_check_period: Duration,
     transform: Option<TransformFunc<K>>,
     watch_error_handler: Option<WatchErrorHandler>,
-    compact: bool,
     real_fifo: bool,
     metrics: Option<InformerSeries>,
 }
@@ -198,7 +197,6 @@ where
                     resync_check_period: default_resync_period,
                     transform: None,
                     watch_error_handler: None,
-                    compact: true,
                     real_fifo: false,
                     metrics: None,
                 }),
@@ -325,23 +323,6 @@ where
         Ok(())
     }
 
-    /// Whether each incoming object is re-allocated compactly (a clone) before it is cached; on
-    /// by default. A decoder that grows vectors as it goes leaves spare capacity in them (serde
-    /// over serde_json: about 6 KB in a typical Pod), and the clone gives it back at the price
-    /// of a copy per change. Sources that decode compactly
-    /// ([`ListerWatcher::delivers_compact_objects`](crate::ListerWatcher::delivers_compact_objects): any kube-client `Api`, and
-    /// [`MetadataListerWatcher`](crate::MetadataListerWatcher)) skip the copy whatever this
-    /// says; a transform's output is cached as it returns it. Turn it off for another source
-    /// when CPU is scarcer than memory. Refused after start.
-    pub fn set_compact_objects(&self, compact: bool) -> Result<(), InformerError> {
-        let mut config = self.inner.config.lock();
-        if config.started {
-            return Err(InformerError::AlreadyStarted(self.inner.name.clone()));
-        }
-        config.compact = compact;
-        Ok(())
-    }
-
     /// Whether changes reach the handlers through client-go's RealFIFO ([`RealFifo`]: every
     /// change on its own, in arrival order, interleaved across keys as it happened) instead of
     /// the DeltaFIFO (the default: a key's changes gathered until it is handled, so a burst of
@@ -456,8 +437,6 @@ where
                     known_objects: Some(known),
                     emit_delta_type_replaced: true,
                     transformer: config.transform.clone(),
-                    compact: config.compact
-                        && !self.inner.lister_watcher.delivers_compact_objects(),
                 },
             ));
             let mut reflector = Reflector::new(

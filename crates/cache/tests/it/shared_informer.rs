@@ -650,14 +650,9 @@ async fn configuration_is_frozen_once_running_and_an_informer_runs_once() {
     informer
         .set_watch_error_handler(Arc::new(|_: &ReflectorError| {}))
         .unwrap();
-    informer.set_compact_objects(false).unwrap();
 
     let running = spawn_run(&informer);
     settle().await;
-    assert!(matches!(
-        informer.set_compact_objects(true),
-        Err(InformerError::AlreadyStarted(_))
-    ));
     assert!(matches!(
         informer.set_transform(Arc::new(|pod: Pod| pod)),
         Err(InformerError::AlreadyStarted(_))
