@@ -24,8 +24,9 @@
 //! see `core_to_core_handoff_ns`): it tells rows run while the host placed the two virtual CPUs
 //! apart.
 //!
-//! Beside ctrlkit's figure, (a), (a') and (b) print that of client-go's queue design written in
-//! Rust (`support/client_go_design.rs`), measured round by round in turn with ctrlkit's: this
+//! Beside ctrlkit's figure, each row prints that of client-go's queue design written in Rust
+//! (`support/client_go_design.rs`; for (c), its rate-limiting design over it,
+//! `support/client_go_rate_limiting.rs`), measured round by round in turn with ctrlkit's: this
 //! machine's speed moves too much for figures taken at another time to be compared with.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -38,8 +39,11 @@ use ctrlkit_workqueue::{ItemExponentialFailureRateLimiter, Queue, RateLimitingQu
 
 #[path = "support/client_go_design.rs"]
 mod client_go_design;
+#[path = "support/client_go_rate_limiting.rs"]
+mod client_go_rate_limiting;
 
 use client_go_design::ClientGoQueue;
+use client_go_rate_limiting::ClientGoRateLimitingQueue;
 
 const A_KEYS: usize = 1_000_000;
 const B_KEYS: usize = 100_000;
@@ -197,6 +201,23 @@ fn rate_limited(keys: &[Key]) -> f64 {
         }
         n as f64 / start.elapsed().as_secs_f64()
     })
+}
+
+/// (c) on the client-go design.
+fn client_go_rate_limited(keys: &[Key]) -> f64 {
+    let keys = keys.to_vec();
+    let queue = ClientGoRateLimitingQueue::new(Duration::from_millis(5), Duration::from_secs(1000));
+    let n = keys.len();
+    let start = Instant::now();
+    for key in keys {
+        queue.add_rate_limited(key);
+    }
+    for _ in 0..n {
+        let item = queue.get().unwrap();
+        queue.forget(&item);
+        queue.done(&item);
+    }
+    n as f64 / start.elapsed().as_secs_f64()
 }
 
 /// (a) on the client-go design.
@@ -454,7 +475,7 @@ fn main() {
         (
             "(c)  100k keys add_rate_limited exp(5ms,1000s), get/forget/done",
             Box::new(|| rate_limited(&c_keys)),
-            None,
+            Some(Box::new(|| client_go_rate_limited(&c_keys))),
         ),
     ];
     for (name, mut run, mut yardstick) in scenarios {
