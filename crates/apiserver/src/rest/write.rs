@@ -611,6 +611,11 @@ pub(super) async fn guaranteed_update(
                 update_checked(app, kind, write.item, object, old, dry_run).await?
             }
             None => {
+                // As kube-apiserver's admission refuses every create of a custom resource of a
+                // CRD being deleted, an apply's included.
+                if kind.custom.is_some() && crd::defining_crd_terminating(app, kind) {
+                    return Err(ApiError::crd_terminating(kind, name));
+                }
                 if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
                     metadata.insert("name".into(), json!(name));
                     metadata.remove("resourceVersion");

@@ -1134,6 +1134,21 @@ async fn deleting_a_crd_deletes_its_custom_resources_first_and_waits_for_their_f
         refused.message,
         "widgets.example.com \"late\" is forbidden: create not allowed while custom resource definition is terminating"
     );
+    // Nor by an apply that would create one (kube-apiserver refuses every create in admission).
+    let applied = send(
+        &client,
+        "PATCH",
+        &format!("{WIDGETS}/applied?fieldManager=test"),
+        "application/apply-patch+yaml",
+        widget("applied", json!({})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!((applied.code, applied.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        applied.message,
+        "widgets.example.com \"applied\" is forbidden: create not allowed while custom resource definition is terminating"
+    );
 
     // The plain one goes; the held one is marked, and holds the CRD.
     let item = |name: &str| format!("{WIDGETS}/{name}");
