@@ -767,12 +767,25 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
                 format!("{base}.rule"),
                 "rule is not specified",
             ));
-        } else if let Err(error) = environment().compile(source) {
-            errors.push(FieldError::invalid(
-                format!("{base}.rule"),
-                rule.clone(),
-                format!("compilation failed: {}", one_line(&error.to_string())),
-            ));
+        } else {
+            match environment().compile(source) {
+                Err(error) => errors.push(FieldError::invalid(
+                    format!("{base}.rule"),
+                    rule.clone(),
+                    format!("compilation failed: {}", one_line(&error.to_string())),
+                )),
+                Ok(program) => {
+                    if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool)
+                        && !program.references().has_variable("oldSelf")
+                    {
+                        errors.push(FieldError::invalid(
+                            format!("{base}.optionalOldSelf"),
+                            Value::from(optional),
+                            "may not be set if oldSelf is not used in rule",
+                        ));
+                    }
+                }
+            }
         }
         if let Some(message) = rule.get("message").and_then(Value::as_str) {
             if message.trim().is_empty() {

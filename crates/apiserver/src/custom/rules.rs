@@ -1,13 +1,15 @@
 //! The CEL validation rules of a custom resource's schema (`x-kubernetes-validations`), run on
 //! a write as kube-apiserver runs them (apiextensions-apiserver's `schema/cel`): each rule sees
 //! its node's value as `self` and, on an update, the value it replaces as `oldSelf`; a
-//! transition rule (one that reads `oldSelf`) runs only when there is an old value; a value
+//! transition rule (one that reads `oldSelf`) runs only when there is an old value, unless it
+//! has `optionalOldSelf` (then `oldSelf` is an optional, `optional.none()` on a create); a value
 //! equal to the one it replaces is not checked again (ratcheting). A rule that does not hold is
 //! an error on its node (or its `fieldPath`) with its `message`, `messageExpression` or
 //! `failed rule: <rule>`, of its `reason`'s type.
 
 use std::fmt::Write as _;
 
+use cel::common::types::CelOptional;
 use cel::{Context, Program, Value as CelValue};
 
 use super::property_names::escape;
@@ -106,7 +108,7 @@ impl Run {
         let unchanged = old == Some(value);
         let runs = |rule: &Rule| {
             if rule.uses_old_self {
-                old.is_some()
+                old.is_some() || rule.optional_old_self
             } else {
                 !unchanged
             }
@@ -114,22 +116,42 @@ impl Run {
         if !node.rules.iter().any(|rule| runs(rule)) {
             return;
         }
-        let mut context = Context::with_env(environment().clone());
-        context.add_variable_from_value("self", cel_value(value, Some(node)));
+        let new_context = || {
+            let mut context = Context::with_env(environment().clone());
+            context.add_variable_from_value("self", cel_value(value, Some(node)));
+            context
+        };
+        let mut context = new_context();
         // The old value is read into CEL only for the rules that read it.
-        if let Some(old) = old
-            && node
-                .rules
+        let reads_old = |optional: bool| {
+            node.rules
                 .iter()
-                .any(|rule| rule.reads_old_self && runs(rule))
+                .any(|rule| rule.reads_old_self && rule.optional_old_self == optional && runs(rule))
+        };
+        if let Some(old) = old
+            && reads_old(false)
         {
             context.add_variable_from_value("oldSelf", cel_value(old, Some(node)));
         }
+        // Rules with `optionalOldSelf` see it as an optional, in a context of their own.
+        let optional_context = reads_old(true).then(|| {
+            let mut context = new_context();
+            let old_self = match old.map(|old| cel_value(old, Some(node)).try_into()) {
+                Some(Ok(old)) => CelOptional::of(old),
+                _ => CelOptional::none(),
+            };
+            context.add_variable_as_val("oldSelf", Box::new(old_self));
+            context
+        });
         for rule in node.rules.iter().filter(|rule| runs(rule)) {
             if self.stopped {
                 return;
             }
-            self.check(node, rule, value, &context, path);
+            let context = match &optional_context {
+                Some(optional) if rule.optional_old_self => optional,
+                _ => &context,
+            };
+            self.check(node, rule, value, context, path);
         }
     }
 
@@ -392,6 +414,45 @@ mod tests {
             ["spec: Invalid value: max may only shrink, not grow to 3"]
         );
         assert!(messages(&old, Some(&old)).is_empty());
+    }
+
+    #[test]
+    fn an_optional_old_self_rule_runs_on_creates_too_with_old_self_an_optional() {
+        let schema = Node::compile(&json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "properties": {"size": {"type": "integer"}},
+                "x-kubernetes-validations": [
+                    // Starts at most 10; may then only grow.
+                    {"rule": "oldSelf.hasValue() ? self.size >= oldSelf.value().size : self.size <= 10",
+                     "optionalOldSelf": true, "message": "size starts at most 10 and only grows"},
+                    // A plain transition rule beside it still sees oldSelf as the value.
+                    {"rule": "self.size != oldSelf.size + 100", "message": "no jumps of 100"},
+                ],
+            }},
+        }));
+        let spec = |size: i64| json!({"spec": {"size": size}});
+        let errors = |value: &Value, old: Option<&Value>| -> Vec<String> {
+            validate(&schema, value, old)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert!(errors(&spec(5), None).is_empty());
+        assert_eq!(
+            errors(&spec(50), None),
+            ["spec: Invalid value: size starts at most 10 and only grows"]
+        );
+        assert!(errors(&spec(7), Some(&spec(5))).is_empty());
+        assert_eq!(
+            errors(&spec(4), Some(&spec(5))),
+            ["spec: Invalid value: size starts at most 10 and only grows"]
+        );
+        assert_eq!(
+            errors(&spec(105), Some(&spec(5))),
+            ["spec: Invalid value: no jumps of 100"]
+        );
     }
 
     #[test]

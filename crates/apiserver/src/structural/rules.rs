@@ -61,6 +61,9 @@ pub struct Rule {
     pub uses_old_self: bool,
     /// Whether the rule or its message expression reads `oldSelf` (which is then bound).
     pub reads_old_self: bool,
+    /// `optionalOldSelf`: a transition rule that also runs where there is no old value, with
+    /// `oldSelf` an optional (`optional.none()` then, `optional.of(old)` on an update).
+    pub optional_old_self: bool,
 }
 
 impl PartialEq for Rule {
@@ -119,6 +122,7 @@ impl Rule {
             field_path: text("fieldPath").trim_start_matches('.').to_string(),
             uses_old_self,
             reads_old_self,
+            optional_old_self: entry["optionalOldSelf"] == Value::Bool(true),
         }
     }
 

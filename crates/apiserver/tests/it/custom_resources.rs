@@ -724,6 +724,7 @@ async fn a_rule_that_does_not_compile_refuses_the_crd() {
     schema["properties"]["spec"]["x-kubernetes-validations"] = json!([
         {"rule": "self.min <="},
         {"rule": "true", "reason": "Because"},
+        {"rule": "self.min >= 0", "optionalOldSelf": true},
     ]);
     let crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
                                   "schema": {"openAPIV3Schema": schema}}]));
@@ -738,7 +739,12 @@ async fn a_rule_that_does_not_compile_refuses_the_crd() {
         [
             "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule",
             "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].reason",
+            "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[2].optionalOldSelf",
         ]
+    );
+    assert_eq!(
+        details.causes[2].message,
+        "Invalid value: true: may not be set if oldSelf is not used in rule"
     );
     assert!(
         details.causes[0]
