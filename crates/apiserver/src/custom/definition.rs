@@ -535,8 +535,8 @@ fn schema_errors(schema: &Value, base: &str, status_enabled: bool) -> Vec<FieldE
 }
 
 /// The errors of the defaults under `node` (at `path` of the CRD): each must have no field
-/// its schema does not declare, and must hold to its schema (apiextensions-apiserver's
-/// `defaulting.ValidateDefaults`; its CEL rules are not run on it here).
+/// its schema does not declare, must hold to its schema, and then to its CEL rules, as an
+/// unchanged value and as a new one (apiextensions-apiserver's `defaulting.ValidateDefaults`).
 fn default_errors(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
     if let Some(default) = &node.default {
         let at = format!("{path}.default");
@@ -549,7 +549,24 @@ fn default_errors(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
                 "must not have unknown fields",
             ));
         }
-        errors.extend(super::validate::validate(node, default, None, &at));
+        let schema_errors = super::validate::validate(node, default, None, &at);
+        if schema_errors.is_empty() {
+            // Transition rules see the default as its own old value; then, for rules with
+            // `optionalOldSelf`, it is checked as a value with none before it.
+            let mut rule_errors = super::rules::validate(node, default, Some(default));
+            if rule_errors.is_empty() {
+                rule_errors = super::rules::validate(node, default, None);
+            }
+            errors.extend(rule_errors.into_iter().map(|mut error| {
+                error.field = match error.field.as_str() {
+                    super::NIL_PATH => at.clone(),
+                    below if below.starts_with('[') => format!("{at}{below}"),
+                    below => format!("{at}.{below}"),
+                };
+                error
+            }));
+        }
+        errors.extend(schema_errors);
     }
     if let Some(items) = node.items.as_deref() {
         default_errors(items, &format!("{path}.items"), errors);
@@ -1111,6 +1128,42 @@ mod tests {
                 "spec.validation.openAPIV3Schema.properties[spec].properties[extra].default: Invalid value: {\"a\":\"x\",\"b\":\"y\"}: must not have unknown fields",
                 "spec.validation.openAPIV3Schema.properties[spec].properties[mode].default: Invalid value: \"integer\":  in body must be of type string: \"integer\"",
                 "spec.validation.openAPIV3Schema.properties[spec].properties[size].default: Invalid value: 9:  in body should be less than or equal to 5",
+            ]
+        );
+    }
+
+    /// A default must hold to the CEL rules of its node and below, as a new value too.
+    #[test]
+    fn defaults_must_hold_to_their_rules() {
+        let mut bad = crd();
+        bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "limits": {
+                    "type": "object",
+                    "default": {"min": 5, "max": 3},
+                    "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}},
+                    "x-kubernetes-validations": [
+                        {"rule": "self.min <= self.max", "message": "min must not exceed max"},
+                    ],
+                },
+                "size": {
+                    "type": "integer",
+                    "default": 50,
+                    "x-kubernetes-validations": [
+                        {"rule": "oldSelf.hasValue() || self <= 10", "optionalOldSelf": true,
+                         "message": "starts at most 10"},
+                    ],
+                },
+                "fine": {"type": "integer", "default": 1,
+                         "x-kubernetes-validations": [{"rule": "self > 0"}]},
+            }}},
+        });
+        assert_eq!(
+            messages(&bad),
+            [
+                "spec.validation.openAPIV3Schema.properties[spec].properties[limits].default: Invalid value: min must not exceed max",
+                "spec.validation.openAPIV3Schema.properties[spec].properties[size].default: Invalid value: 50: starts at most 10",
             ]
         );
     }
