@@ -39,11 +39,7 @@ impl Syncer {
         let mut snapshot: Option<JoinHandle<()>> = None;
         let mut state = self.state.lock();
         loop {
-            let Some(through) = state
-                .pending
-                .back()
-                .map(|(event, _)| event.resource_version)
-            else {
+            let Some(through) = newest_pending(&state) else {
                 if state.closing {
                     break;
                 }
@@ -57,10 +53,7 @@ impl Syncer {
             let length = job.length;
             match MutexGuard::unlocked(&mut state, || job.run()) {
                 Ok(()) => {
-                    if let Some(data) = state.data.as_mut() {
-                        data.synced(length);
-                    }
-                    publish_through(&mut state, through, &self.config);
+                    self.made_durable(&mut state, through, length);
                     if state.data.as_ref().is_some_and(DataDir::snapshot_due) {
                         // One snapshot at a time: the last, begun an interval ago, is
                         // normally done by now. Its writers are told after the rotation,
@@ -81,23 +74,26 @@ impl Syncer {
         }
     }
 
+    /// Records that a sync made the log durable up to `length`, which ends with the change
+    /// `through`, and publishes the changes it made durable.
+    fn made_durable(&self, state: &mut State, through: u64, length: u64) {
+        if let Some(data) = state.data.as_mut() {
+            data.synced(length);
+        }
+        publish_through(state, through, &self.config);
+    }
+
     /// Starts a new log segment after the newest change, once it is durable, and a thread that
     /// writes the snapshot of the state there.
     fn rotate(&self, state: &mut State) -> Option<JoinHandle<()>> {
-        if let Some(through) = state
-            .pending
-            .back()
-            .map(|(event, _)| event.resource_version)
-        {
-            let data = state.data.as_mut()?;
-            let job = data.sync_job();
+        if let Some(through) = newest_pending(state) {
+            let job = state.data.as_mut()?.sync_job();
             let length = job.length;
             if let Err(error) = job.run() {
                 take_back(state, &error);
                 return None;
             }
-            data.synced(length);
-            publish_through(state, through, &self.config);
+            self.made_durable(state, through, length);
             tell_writers(state, through);
         }
         let next = state.issued + 1;
@@ -124,6 +120,14 @@ impl Syncer {
             }
         }
     }
+}
+
+/// The resourceVersion of the newest pending change.
+fn newest_pending(state: &State) -> Option<u64> {
+    state
+        .pending
+        .back()
+        .map(|(event, _)| event.resource_version)
 }
 
 /// Makes every pending change up to `through` visible: sent to watchers, seen by readers;
