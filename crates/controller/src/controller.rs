@@ -183,6 +183,9 @@ pub struct Controller<K: Resource + Clone> {
     rate_limiter: Option<Box<dyn FnOnce(QueueBuilder) -> QueueBuilder + Send>>,
     elect: Option<Elect>,
     health: Health,
+    /// Whether this controller's sync counts towards its health's readiness (not under a
+    /// manager, which reports readiness for all of them).
+    reports_ready: bool,
     metrics: ControllerMetrics,
     queue_metrics: Option<Arc<PrometheusMetricsProvider>>,
     recorder: Option<EventRecorder>,
@@ -270,7 +273,12 @@ where
             give_up: None,
             rate_limiter: None,
             elect: None,
-            health: Health::default(),
+            health: {
+                let health = Health::default();
+                health.expect_sync();
+                health
+            },
+            reports_ready: true,
             metrics: ControllerMetrics::default(),
             queue_metrics: None,
             recorder: None,
@@ -490,11 +498,32 @@ where
     /// metrics, the work queue's (client-go's `workqueue_*` names, labelled `name` and
     /// `controller` with the controller's name, as controller-runtime) and, with leader
     /// election, the election's.
+    ///
+    /// Several controllers may share one health: `/readyz` passes once all of them have synced.
     pub fn health(mut self, health: Health) -> Self {
+        if self.reports_ready {
+            self.health.forget_sync();
+            health.expect_sync();
+        }
+        self.report_to(health);
+        self
+    }
+
+    /// Reports to `health` as one of a manager's controllers: the manager, not this controller,
+    /// says when the process is ready.
+    pub(crate) fn managed_by(mut self, health: Health) -> Self {
+        if self.reports_ready {
+            self.health.forget_sync();
+            self.reports_ready = false;
+        }
+        self.report_to(health);
+        self
+    }
+
+    fn report_to(&mut self, health: Health) {
         self.metrics = health.controller_metrics();
         self.queue_metrics = Some(health.queue_metrics());
         self.health = health;
-        self
     }
 
     /// Reconciles only while this replica leads the election on `lock`: the informers run (and
@@ -624,7 +653,9 @@ where
                 return Ok(());
             }
         }
-        self.health.set_ready(true);
+        if self.reports_ready {
+            self.health.synced();
+        }
         self.metrics.set_max_concurrent(&self.name, self.workers);
         let workers = Arc::new(Workers {
             reconciler,

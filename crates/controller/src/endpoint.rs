@@ -1,7 +1,7 @@
 //! The controller's HTTP endpoint: `/metrics`, `/healthz` and `/readyz`.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
@@ -34,17 +34,27 @@ pub enum EndpointError {
 
 /// What the endpoint reports: the metrics registry, liveness and readiness.
 ///
-/// Cloning shares it: the controller marks it ready once its caches have synced, the leader
-/// election's [`HealthzAdaptor`] makes `/healthz` fail when a leader is stuck.
+/// Cloning shares it. `/readyz` passes once every controller given it (with
+/// `Controller::health`) has synced its caches, or once a [`Manager`](crate::Manager)'s
+/// informers have all synced; the leader election's [`HealthzAdaptor`] makes `/healthz` fail
+/// when a leader is stuck.
 #[derive(Clone, Default)]
 pub struct Health {
     registry: Arc<Mutex<Registry>>,
-    ready: Arc<AtomicBool>,
+    ready: Arc<Readiness>,
     leader: HealthzAdaptor,
     /// Each family is registered once per registry, however many controllers share it (they
     /// tell themselves apart by their labels): a registry with a family twice is not valid
     /// exposition.
     families: Arc<Families>,
+}
+
+/// Whether `/readyz` passes: ready once no controller that reports to it is still syncing.
+#[derive(Default)]
+struct Readiness {
+    ready: AtomicBool,
+    /// Controllers given this health that have not synced yet.
+    syncing: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -119,14 +129,42 @@ impl Health {
         &self.leader
     }
 
-    /// Marks the controller ready (its caches have synced) or not.
+    /// Marks the process ready or not, whatever its controllers' caches say (for readiness
+    /// that also depends on something else).
     pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Release);
+        self.ready.ready.store(ready, Ordering::Release);
     }
 
     /// Whether `/readyz` passes.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        self.ready.ready.load(Ordering::Acquire)
+    }
+
+    /// One more controller reports to this health: it is not ready until that one has synced.
+    pub(crate) fn expect_sync(&self) {
+        self.ready.syncing.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A controller counted by [`expect_sync`](Self::expect_sync) gives up its claim without
+    /// having synced (it reports somewhere else now).
+    pub(crate) fn forget_sync(&self) {
+        // Never below zero: only a count this health holds is taken back.
+        let _ = self
+            .ready
+            .syncing
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// A controller counted by [`expect_sync`](Self::expect_sync) has synced: ready once it was
+    /// the last one still syncing.
+    pub(crate) fn synced(&self) {
+        let before = self
+            .ready
+            .syncing
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if matches!(before, Ok(1) | Err(0)) {
+            self.set_ready(true);
+        }
     }
 
     /// The metrics in Prometheus' text format.

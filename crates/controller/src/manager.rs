@@ -80,7 +80,7 @@ type Runnable =
 /// ```
 #[must_use]
 pub struct Manager {
-    factory: SharedInformerFactory,
+    factory: std::sync::Arc<SharedInformerFactory>,
     health: Health,
     controllers: Vec<Runnable>,
     elect: Option<Elect>,
@@ -101,7 +101,7 @@ impl Manager {
     /// A manager of controllers whose informers come from `factory`.
     pub fn new(factory: SharedInformerFactory) -> Self {
         Self {
-            factory,
+            factory: std::sync::Arc::new(factory),
             health: Health::default(),
             controllers: Vec::new(),
             elect: None,
@@ -153,7 +153,7 @@ impl Manager {
         K::DynamicType: Clone + Send + Sync + 'static,
         R: Reconciler,
     {
-        let controller = controller.health(self.health.clone());
+        let controller = controller.managed_by(self.health.clone());
         self.controllers
             .push(Box::new(move |stop: CancellationToken| {
                 async move {
@@ -172,6 +172,19 @@ impl Manager {
     pub async fn run(self, cancel: CancellationToken) -> Result<(), ManagerError> {
         let informers = CancellationToken::new();
         self.factory.start(&informers);
+        // Ready once the informers are whole, on every replica: a standby is ready to take
+        // over, though its controllers only start when it leads.
+        let (factory, health, synced) = (
+            std::sync::Arc::clone(&self.factory),
+            self.health.clone(),
+            informers.clone(),
+        );
+        tokio::spawn(async move {
+            let status = factory.wait_for_cache_sync(&synced).await;
+            if !synced.is_cancelled() && status.values().all(|&done| done) {
+                health.set_ready(true);
+            }
+        });
         let controllers_stop = cancel.child_token();
         let controllers = self.controllers;
         let grace = self.grace;

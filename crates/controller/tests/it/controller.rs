@@ -587,3 +587,34 @@ async fn controllers_sharing_one_health_register_each_family_once() {
         run.await.unwrap();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_health_is_ready_once_every_controller_has_synced() {
+    let (_server, client) = server().await;
+    let health = Health::new(
+        Registry::default(),
+        HealthzAdaptor::new(Duration::from_secs(20)),
+    );
+    let cancel = CancellationToken::new();
+    let (first, second) = (
+        SharedInformerFactory::new(client.clone(), Duration::ZERO),
+        SharedInformerFactory::new(client, Duration::ZERO),
+    );
+    for (name, factory) in [("first", &first), ("second", &second)] {
+        let controller = Controller::new(name, factory.namespaced_informer::<ConfigMap>("default"))
+            .health(health.clone());
+        let reconciler = Scripted {
+            seen: Arc::default(),
+            behaviour: Arc::new(|_, _| Behave::Ok),
+        };
+        let cancel = cancel.clone();
+        tokio::spawn(async move { controller.run(reconciler, cancel).await.unwrap() });
+    }
+    first.start(&cancel);
+    first.wait_for_cache_sync(&cancel).await;
+    sleep(Duration::from_secs(5)).await;
+    assert!(!health.is_ready(), "ready while the second is not synced");
+    second.start(&cancel);
+    eventually(Duration::from_secs(5), || health.is_ready()).await;
+    cancel.cancel();
+}

@@ -199,6 +199,8 @@ async fn one_election_for_the_managers_controllers_and_the_standby_takes_over() 
     })
     .await;
     let (b, count_b) = replica(&client, "b");
+    let health_b = b.health_handle().clone();
+    assert!(!health_b.is_ready(), "ready before its informers ran");
     let cancel_b = CancellationToken::new();
     let run_b = tokio::spawn(b.run(cancel_b.clone()));
     tokio::time::sleep(Duration::from_secs(20)).await;
@@ -207,6 +209,8 @@ async fn one_election_for_the_managers_controllers_and_the_standby_takes_over() 
         0,
         "the standby reconciled"
     );
+    // A standby's caches are whole: it is ready to take over, though it does not lead.
+    assert!(health_b.is_ready(), "the standby is not ready");
 
     // The leader stops and releases the lease: the standby leads and reconciles at once.
     cancel_a.cancel();
