@@ -3,8 +3,9 @@
 //!
 //! `cargo run -p ctrlkit-examples --example sample_controller`
 //!
-//! `--apply` runs the server-side apply variant: the reconciler states the whole Deployment
-//! and the Foo's status under its own field manager, instead of creating and patching.
+//! The reconciler states the whole Deployment and the Foo's status by server-side apply under its
+//! own field manager; `--patch` runs client-go's way instead (create, then merge-patch what
+//! differs).
 //!
 //! With no kubeconfig, one process shows the whole story on the embedded API server: the Foo CRD
 //! is installed, the controller starts, two Foos are created, one is scaled (and its Deployment's
@@ -51,17 +52,18 @@ struct Args {
     /// Only this namespace's Foos (all namespaces with a kubeconfig if unset).
     #[arg(long)]
     namespace: Option<String>,
-    /// Write by server-side apply rather than create and merge patch.
+    /// Write by create and merge patch, as client-go's sample-controller, rather than by
+    /// server-side apply.
     #[arg(long)]
-    apply: bool,
+    patch: bool,
 }
 
 impl Args {
     fn writes(&self) -> Writes {
-        if self.apply {
-            Writes::Apply
-        } else {
+        if self.patch {
             Writes::Patch
+        } else {
+            Writes::Apply
         }
     }
 }

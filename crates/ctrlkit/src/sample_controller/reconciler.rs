@@ -39,11 +39,11 @@ pub struct SampleController {
 pub enum Writes {
     /// As client-go's sample-controller: create the Deployment if missing, merge-patch its
     /// replicas when they differ, merge-patch the Foo's status when it differs.
-    #[default]
     Patch,
-    /// Server-side apply, under the controller's name as field manager: apply the whole
-    /// Deployment the Foo asks for, and the status it reports. The server creates, merges and
-    /// skips writes that change nothing.
+    /// Server-side apply, under the controller's name as field manager (the default): apply
+    /// the whole Deployment the Foo asks for, and the status it reports. The server creates,
+    /// merges and skips writes that change nothing.
+    #[default]
     Apply,
 }
 
