@@ -41,6 +41,21 @@ pub const DEFAULT_PAGE_SIZE: u32 = 500;
 pub const MIN_WATCH_TIMEOUT_FLOOR: Duration = Duration::from_secs(300);
 
 /// How a [`Reflector`] lists and watches.
+///
+/// ```
+/// use std::time::Duration;
+/// use ctrlkit_cache::{MIN_WATCH_TIMEOUT_FLOOR, ReflectorOptions};
+///
+/// let options = ReflectorOptions {
+///     name: "pods".into(),
+///     // Every list in pages of 200, relists at a known resourceVersion too.
+///     page_size: 200,
+///     // Below client-go's floor: the reflector still waits at least 5 minutes per watch.
+///     min_watch_timeout: Duration::from_secs(10),
+///     ..ReflectorOptions::default()
+/// };
+/// assert!(options.min_watch_timeout < MIN_WATCH_TIMEOUT_FLOOR);
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReflectorOptions {
     /// A name for logs and errors.

@@ -257,6 +257,21 @@ where
     /// the `ApiResource`; see [`SharedInformerFactory::dynamic_informer`]). Otherwise as
     /// [`new`](Controller::new).
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use ctrlkit_cache::SharedInformerFactory;
+    /// use ctrlkit_controller::Controller;
+    /// use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    ///
+    /// # fn doc(client: kube::Client) -> Controller<DynamicObject> {
+    /// // A kind read from configuration, unknown when the controller was compiled.
+    /// let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    /// let widgets = ApiResource::from_gvk(&gvk);
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// Controller::new_with("widgets", factory.dynamic_informer(&widgets), widgets)
+    /// # }
+    /// ```
+    ///
     /// [`SharedInformerFactory::dynamic_informer`]: ctrlkit_cache::SharedInformerFactory::dynamic_informer
     pub fn new_with(name: &str, informer: SharedIndexInformer<K>, types: K::DynamicType) -> Self {
         Self {
@@ -323,6 +338,25 @@ where
 
     /// [`owns`](Self::owns) for owned objects of a kind known at run time (`DynamicObject`s
     /// described by `types`), for the events `predicates` pass.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use ctrlkit_cache::SharedInformerFactory;
+    /// use ctrlkit_controller::predicate::{GenerationChanged, Predicates};
+    /// use ctrlkit_controller::Controller;
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use kube::core::{ApiResource, GroupVersionKind};
+    ///
+    /// # fn doc(client: kube::Client) -> Controller<Deployment> {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// let backups = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Backup"));
+    /// Controller::new("deployments", factory.informer::<Deployment>()).owns_with(
+    ///     factory.dynamic_informer(&backups),
+    ///     backups,
+    ///     Predicates::new().with(GenerationChanged),
+    /// )
+    /// # }
+    /// ```
     pub fn owns_with<C>(
         self,
         informer: SharedIndexInformer<C>,
@@ -358,6 +392,33 @@ where
     /// [`watches`](Self::watches) for objects of any kind, typed or known at run time
     /// (`types`), for the events `predicates` pass (all must pass; build them with
     /// [`Predicates::new`] and [`Predicates::with`]).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use ctrlkit_cache::SharedInformerFactory;
+    /// use ctrlkit_controller::predicate::{LabelsChanged, Predicates};
+    /// use ctrlkit_controller::Controller;
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    ///
+    /// # fn doc(client: kube::Client) -> Controller<ConfigMap> {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// // A Secret labelled `config: NAME` concerns the ConfigMap NAME of its namespace; only
+    /// // label changes count.
+    /// Controller::new("settings", factory.informer::<ConfigMap>()).watches_with(
+    ///     factory.informer::<Secret>(),
+    ///     (),
+    ///     Predicates::new().with(LabelsChanged),
+    ///     |secret: &Secret| {
+    ///         let labels = secret.metadata.labels.as_ref();
+    ///         let namespace = secret.metadata.namespace.as_deref().unwrap_or_default();
+    ///         labels
+    ///             .and_then(|labels| labels.get("config"))
+    ///             .map(|name| vec![format!("{namespace}/{name}")])
+    ///             .unwrap_or_default()
+    ///     },
+    /// )
+    /// # }
+    /// ```
     pub fn watches_with<C>(
         mut self,
         informer: SharedIndexInformer<C>,
@@ -413,6 +474,18 @@ where
     /// Reconciles every primary object in the cache each time `stream` yields (a changed
     /// configuration, a periodic tick): kube-runtime's `reconcile_all_on`. Keys already waiting
     /// are not queued twice.
+    ///
+    /// ```no_run
+    /// use ctrlkit_controller::Controller;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// # fn doc(controller: Controller<ConfigMap>) -> Controller<ConfigMap> {
+    /// // Whoever holds `reload` asks for every cached ConfigMap to be reconciled again.
+    /// let (reload, reloads) = futures::channel::mpsc::unbounded::<()>();
+    /// # drop(reload);
+    /// controller.reconcile_all_on(reloads)
+    /// # }
+    /// ```
     pub fn reconcile_all_on<S>(mut self, stream: S) -> Self
     where
         S: Stream + Send + 'static,
@@ -435,6 +508,18 @@ where
 
     /// Reconciles each key (`namespace/name`, or `name`) `stream` yields: a channel or any
     /// other source of keys outside the API server.
+    ///
+    /// ```no_run
+    /// use ctrlkit_controller::Controller;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// # fn doc(controller: Controller<ConfigMap>) -> Controller<ConfigMap> {
+    /// // A webhook receiver sends the keys of the ConfigMaps whose remote source changed.
+    /// let (changed, keys) = futures::channel::mpsc::unbounded::<String>();
+    /// changed.unbounded_send("default/settings".to_owned()).unwrap();
+    /// controller.watches_stream(keys)
+    /// # }
+    /// ```
     pub fn watches_stream<S>(mut self, stream: S) -> Self
     where
         S: Stream<Item = String> + Send + 'static,

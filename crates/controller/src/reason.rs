@@ -9,6 +9,17 @@ use kube::Resource;
 use parking_lot::Mutex;
 
 /// What put a key on the queue (kube-runtime's `ReconcileReason`, with its wording).
+///
+/// A reconcile reads it from [`Context::reason`](crate::Context::reason); its text is the
+/// `object.reason` field of the reconcile's tracing span.
+///
+/// ```
+/// use ctrlkit_controller::ReconcileReason;
+///
+/// let reason = ReconcileReason::RelatedObjectUpdated("Deployment.v1.apps/web.default".into());
+/// assert_eq!(reason.to_string(), "related object updated: Deployment.v1.apps/web.default");
+/// assert_eq!(ReconcileReason::BulkReconcile.to_string(), "bulk reconcile requested");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ReconcileReason {
     /// Not known (a key queued before reasons were kept).

@@ -166,3 +166,77 @@ async fn an_objects_event_storm_is_throttled_after_25() {
         .unwrap();
     assert_eq!(again, Published::Throttled);
 }
+
+/// Publishes one Normal event about each ConfigMap it reconciles, through its context.
+struct Announcer {
+    api: Api<ConfigMap>,
+}
+
+impl ctrlkit_controller::Reconciler for Announcer {
+    async fn reconcile(
+        &self,
+        key: &str,
+        ctx: &ctrlkit_controller::Context,
+    ) -> Result<ctrlkit_controller::Action, ctrlkit_controller::ReconcileError> {
+        let name = key.rsplit('/').next().unwrap_or(key);
+        let object = self.api.get(name).await?;
+        let recorder = ctx.recorder.as_ref().expect("the controller's recorder");
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Seen".into(),
+            action: "Reconciling".into(),
+            note: Some(format!("{} reconciled it", ctx.controller)),
+            secondary: None,
+        };
+        recorder.publish(&event, &object.object_ref(&())).await?;
+        Ok(ctrlkit_controller::Action::done())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_publishes_through_its_controllers_recorder() {
+    use ctrlkit_cache::SharedInformerFactory;
+    use ctrlkit_controller::Controller;
+    use tokio_util::sync::CancellationToken;
+
+    let (_server, client) = server().await;
+    subject(&client).await;
+    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let recorder = EventRecorder::new(client.clone(), "example.com/announcer", "replica-1");
+    let controller = Controller::new(
+        "announcer",
+        factory.namespaced_informer::<ConfigMap>("default"),
+    )
+    .event_recorder(recorder);
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    let reconciler = Announcer {
+        api: Api::namespaced(client.clone(), "default"),
+    };
+    let run = tokio::spawn(controller.run(reconciler, cancel.clone()));
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
+    let written = loop {
+        let written = events(&client).await;
+        if !written.is_empty() || tokio::time::Instant::now() > end {
+            break written;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let event = &written[0];
+    assert_eq!(event.reason.as_deref(), Some("Seen"));
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    assert_eq!(event.note.as_deref(), Some("announcer reconciled it"));
+    assert_eq!(
+        event.reporting_controller.as_deref(),
+        Some("example.com/announcer")
+    );
+    assert_eq!(event.reporting_instance.as_deref(), Some("replica-1"));
+    let regarding = event.regarding.as_ref().unwrap();
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.name.as_deref()),
+        (Some("ConfigMap"), Some("subject"))
+    );
+}

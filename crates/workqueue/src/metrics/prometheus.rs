@@ -110,6 +110,23 @@ impl PrometheusMetricsProvider {
     /// Registers the families as [`new`](Self::new) does, with controller-runtime's labels:
     /// each series carries `controller` beside `name`, both the queue's name (a controller's
     /// queue is named after the controller), so dashboards made for controller-runtime work.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use prometheus_client::registry::Registry;
+    /// use ctrlkit_workqueue::{MetricsConfig, PrometheusMetricsProvider, Queue};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let mut registry = Registry::default();
+    /// let provider = Arc::new(PrometheusMetricsProvider::for_controllers(&mut registry));
+    /// let queue: Queue<String> = Queue::with_metrics(MetricsConfig::new("foos", provider));
+    /// queue.add("default/foo".to_string());
+    ///
+    /// let mut text = String::new();
+    /// prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains(r#"workqueue_adds_total{name="foos",controller="foos"} 1"#));
+    /// # }
+    /// ```
     pub fn for_controllers(registry: &mut Registry) -> Self {
         Self {
             controller_label: true,
