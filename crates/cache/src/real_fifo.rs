@@ -3,8 +3,10 @@
 //! Where the [`DeltaFifo`](crate::DeltaFifo) gathers a key's changes until it is popped (and
 //! collapses repeated deletions), the RealFIFO keeps one entry per change, so handlers see the
 //! exact sequence the reflector saw, interleaved across keys as it happened. A relist queues
-//! each listed object as `Replaced`, and a `Deleted` tombstone for every key that is queued or
-//! known but was not listed (unless its last queued change is already a deletion); a resync
+//! each listed object as `Replaced` as its page arrives, then a `Deleted` tombstone for every
+//! key that is queued or known but was not listed (unless its last queued change is already a
+//! deletion): client-go, holding the whole list, queues the tombstones first; each key's own
+//! sequence is the same either way, since a listed key gets no tombstone. A resync
 //! queues `Sync` for every known key with nothing queued. client-go's informers use it by
 //! default since 1.36; a [`SharedIndexInformer`](crate::SharedIndexInformer) uses it when
 //! [`set_real_fifo`](crate::SharedIndexInformer::set_real_fifo) asks.

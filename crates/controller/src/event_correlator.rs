@@ -4,8 +4,8 @@
 //! Three steps, in client-go's order, each keyed by what the events have in common:
 //! 1. **aggregate**: events alike but for their note (same object, type, reason, reporter) are
 //!    counted by distinct note within a 10-minute window that each such event renews; the 10th
-//!    distinct note and every new note after it become one combined event, "(combined from
-//!    similar events): <note>";
+//!    distinct note and every new note after it become one combined event, `(combined from
+//!    similar events): NOTE`;
 //! 2. **observe**: an event identical to one already written (same object, type, reason,
 //!    action, note) is a repeat: the written event's series count goes up instead of a new
 //!    event being written;

@@ -1,6 +1,6 @@
 //! Events about the objects a controller works on (`events.k8s.io/v1`), for `kubectl describe`
 //! and `kubectl events` to show, correlated as client-go's recorder does (see
-//! [`event_correlator`](crate::event_correlator)).
+//! [`EventRecorder`]: similar events combined, a storm throttled).
 
 use std::sync::Arc;
 

@@ -21,7 +21,7 @@ const NAMESPACE: &str = "ns";
 const TRANSFORMED: &str = "transformed";
 
 /// A ConfigMap `ns/<name>` at resourceVersion `rv`.
-fn cm(name: &str, rv: u32) -> ConfigMap {
+pub(super) fn cm(name: &str, rv: u32) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -33,15 +33,15 @@ fn cm(name: &str, rv: u32) -> ConfigMap {
     }
 }
 
-fn key(name: &str) -> String {
+pub(super) fn key(name: &str) -> String {
     format!("{NAMESPACE}/{name}")
 }
 
-fn arcs(objs: &[ConfigMap]) -> Vec<Arc<ConfigMap>> {
+pub(super) fn arcs(objs: &[ConfigMap]) -> Vec<Arc<ConfigMap>> {
     objs.iter().cloned().map(Arc::new).collect()
 }
 
-fn rv(obj: &ConfigMap) -> u32 {
+pub(super) fn rv(obj: &ConfigMap) -> u32 {
     obj.metadata
         .resource_version
         .as_deref()
@@ -58,11 +58,11 @@ fn times_transformed(obj: &ConfigMap) -> u32 {
         .map_or(0, |n| n.parse().unwrap())
 }
 
-fn render_object(obj: &ConfigMap) -> String {
+pub(super) fn render_object(obj: &ConfigMap) -> String {
     format!("{}@{}", obj.metadata.name.as_deref().unwrap(), rv(obj))
 }
 
-fn render(delta: &Delta<ConfigMap>) -> String {
+pub(super) fn render(delta: &Delta<ConfigMap>) -> String {
     match delta {
         Delta::Added(obj) => format!("Added {}", render_object(obj)),
         Delta::Updated(obj) => format!("Updated {}", render_object(obj)),
@@ -131,7 +131,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 
 /// Known objects listed in a fixed order, so that the order in which a relist tombstones them
 /// is predictable (an `Indexer` lists in hash order).
-struct FixedKnown(Vec<Arc<ConfigMap>>);
+pub(super) struct FixedKnown(pub(super) Vec<Arc<ConfigMap>>);
 
 impl KnownObjects<ConfigMap> for FixedKnown {
     fn list_keys(&self) -> Vec<String> {
