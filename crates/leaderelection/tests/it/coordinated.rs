@@ -125,3 +125,121 @@ async fn the_server_elects_the_oldest_emulation_version_and_hands_over_at_end_of
         }
     }
 }
+
+/// client-go's `TestLeaseCandidateAck`: a candidate the server pings renews at once, not at its
+/// next 5-minute renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinged_candidate_renews_at_once() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::{Patch, PatchParams};
+
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = kube::Client::new(server.service(), "default");
+    let candidates: Api<CandidateObject> = Api::namespaced(client.clone(), "default");
+    let candidate = LeaseCandidate::new(client.clone(), "default", "pinged", "unused-lease")
+        .versions("1.34.0", "1.34.0");
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let cancel = cancel.clone();
+        async move { candidate.run(cancel).await }
+    });
+    let renewed = |object: &CandidateObject| object.spec.renew_time.clone().map(|time| time.0);
+    within(Duration::from_secs(5), "the candidate exists", async || {
+        candidates.get_opt("pinged").await.unwrap().is_some()
+    })
+    .await;
+    let first = renewed(&candidates.get("pinged").await.unwrap()).unwrap();
+
+    // The server's ping: a pingTime later than the last renewal.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let ping = jiff::Timestamp::now();
+    let patch = serde_json::json!({"spec": {"pingTime": MicroTime(ping)}});
+    candidates
+        .patch("pinged", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    within(
+        Duration::from_secs(2),
+        "the renewal after the ping",
+        async || {
+            let now = candidates.get("pinged").await.unwrap();
+            renewed(&now).is_some_and(|renew| renew >= ping && renew > first)
+        },
+    )
+    .await;
+    cancel.cancel();
+    run.await.unwrap();
+}
+
+/// A coordinated elector holding `lease` (held by `id`, `preferred` named by the server or
+/// not) for a few seconds: whether it led, and whether it renewed the lease.
+async fn hold_coordinated(preferred: Option<&str>) -> (bool, bool) {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::{ObjectMeta, PostParams};
+
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = kube::Client::new(server.service(), "default");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let renewed_at = jiff::Timestamp::now();
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some("held".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("a".into()),
+            lease_duration_seconds: Some(3),
+            acquire_time: Some(MicroTime(renewed_at)),
+            renew_time: Some(MicroTime(renewed_at)),
+            preferred_holder: preferred.map(str::to_owned),
+            ..LeaseSpec::default()
+        }),
+    };
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+
+    let leading = Arc::new(AtomicBool::new(false));
+    let config = LeaderElectionConfig {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(200),
+        coordinated: true,
+        name: "held".into(),
+        ..LeaderElectionConfig::default()
+    };
+    let callbacks = LeaderCallbacks::new(
+        {
+            let leading = Arc::clone(&leading);
+            move |token: CancellationToken| {
+                let leading = Arc::clone(&leading);
+                async move {
+                    leading.store(true, Ordering::SeqCst);
+                    token.cancelled().await;
+                }
+            }
+        },
+        || {},
+    );
+    let lock = LeaseLock::new(client.clone(), "default", "held", "a");
+    let elector = LeaderElector::new(lock, config, callbacks).unwrap();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let cancel = cancel.clone();
+        async move { elector.run(cancel).await }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let spec = leases.get("held").await.unwrap().spec.unwrap();
+    cancel.cancel();
+    run.await.unwrap();
+    let renewed = spec.renew_time.is_some_and(|time| time.0 > renewed_at);
+    (leading.load(Ordering::SeqCst), renewed)
+}
+
+/// client-go's `tryCoordinatedRenew`: the holder the server gave the lease to renews it, but
+/// not once the server has named a preferred holder (its term is over: the lease runs out and
+/// passes on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinated_holder_renews_until_its_lease_is_marked_end_of_term() {
+    assert_eq!(hold_coordinated(None).await, (true, true));
+    assert_eq!(hold_coordinated(Some("b")).await, (false, false));
+}
