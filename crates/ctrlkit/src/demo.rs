@@ -90,9 +90,21 @@ pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     if let Some(DemoError::Api(kube::Error::Api(status))) = error.downcast_ref::<DemoError>() {
         return format!("the API server: {}", status.message);
     }
+    let api_refusal = |error: &(dyn std::error::Error + 'static)| match error.downcast_ref() {
+        Some(kube::Error::Api(status)) => Some(format!("the API server: {}", status.message)),
+        _ => None,
+    };
+    if let Some(refusal) = api_refusal(error) {
+        return refusal;
+    }
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
+        if let Some(refusal) = api_refusal(cause) {
+            text.push_str(": ");
+            text.push_str(&refusal);
+            break;
+        }
         let cause_text = cause.to_string();
         if !text.contains(&cause_text) {
             text.push_str(": ");
@@ -393,6 +405,7 @@ pub async fn run(options: DemoOptions) -> Result<(), DemoError> {
 
 /// Deletes what the demo made and waits until it is gone.
 async fn clean_up(client: &Client, namespace: &str, made: &Made) -> Result<(), DemoError> {
+    let mut cleaned = Vec::new();
     if made.namespace {
         // The Foos' finalizer waits for a controller that no longer runs, so the Foos are
         // released on every poll: a replica that was mid-reconcile when it was told to stop
@@ -400,21 +413,17 @@ async fn clean_up(client: &Client, namespace: &str, made: &Made) -> Result<(), D
         let foos: Api<Foo> = Api::namespaced(client.clone(), namespace);
         let namespaces: Api<Namespace> = Api::all(client.clone());
         delete_and_wait(&namespaces, namespace, || release_finalizers(&foos)).await?;
+        cleaned.push(format!("namespace {namespace}"));
     }
-    if made.crd {
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // The CRD is deleted if the demo created it: interrupted or refused before the create
+    // landed, there is nothing to delete.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if made.crd && crds.get_opt(CRD_NAME).await?.is_some() {
         delete_and_wait(&crds, CRD_NAME, || async { Ok(()) }).await?;
+        cleaned.push("the Foo CRD".to_owned());
     }
-    if made.namespace || made.crd {
-        println!(
-            "cleaned up: {}{}",
-            if made.namespace {
-                format!("namespace {namespace}")
-            } else {
-                String::new()
-            },
-            if made.crd { ", the Foo CRD" } else { "" }
-        );
+    if !cleaned.is_empty() {
+        println!("cleaned up: {}", cleaned.join(", "));
     }
     Ok(())
 }
@@ -667,6 +676,16 @@ mod tests {
         assert_eq!(
             describe(&error),
             r#"the API server: foos.samplecontroller.k8s.io "foo-00001" already exists"#
+        );
+    }
+
+    #[test]
+    fn a_refusal_under_another_error_is_said_once_as_the_servers_message() {
+        let status = Status::failure("injected fault", "InternalError").with_code(500);
+        let error = crate::sample_controller::InstallError::Api(kube::Error::Api(status.boxed()));
+        assert_eq!(
+            describe(&error),
+            "installing the Foo CRD: the API server: injected fault"
         );
     }
 }

@@ -312,10 +312,12 @@ async fn apiserver(options: ApiserverOptions) -> ExitCode {
 }
 
 /// Logs to stderr at the levels `RUST_LOG` asks for (`warn` by default), e.g.
-/// `RUST_LOG=debug` or `RUST_LOG=ctrlkit_controller=trace,info`.
+/// `RUST_LOG=debug` or `RUST_LOG=ctrlkit_controller=trace,info`. By default kube-client's
+/// line per failed request is left out: the error it returns is reported once, in words.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

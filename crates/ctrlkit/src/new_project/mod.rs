@@ -60,7 +60,7 @@ pub enum NewError {
     Crd(String),
 }
 
-const FILES: [(&str, &str); 12] = [
+const FILES: [(&str, &str); 13] = [
     ("Cargo.toml", include_str!("template/Cargo.toml.txt")),
     ("README.md", include_str!("template/README.md.txt")),
     ("Dockerfile", include_str!("template/Dockerfile.txt")),
@@ -79,6 +79,10 @@ const FILES: [(&str, &str); 12] = [
     (
         "tests/manifests.rs",
         include_str!("template/test_manifests.rs.txt"),
+    ),
+    (
+        "manifests/00-namespace.yaml",
+        include_str!("template/namespace.yaml.txt"),
     ),
     (
         "manifests/rbac.yaml",
@@ -131,6 +135,34 @@ fn check(options: &NewOptions) -> Result<(), NewError> {
         return Err(NewError::Invalid(format!(
             "--group {group:?} must be a lowercase DNS name with a dot (example.com)"
         )));
+    }
+    let namespace = &options.namespace;
+    let namespace_ok = namespace.len() <= 63
+        && namespace.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && namespace.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && namespace
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !namespace_ok {
+        return Err(NewError::Invalid(format!(
+            "--namespace {namespace:?} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+        )));
+    }
+    if let CtrlkitSource::Version(version) = &options.ctrlkit {
+        // A Cargo version requirement: an optional operator, then one to three dot-separated
+        // numbers (a pre-release or build suffix on the last).
+        let numbers = version.trim_start_matches(['^', '~', '=']);
+        let (core, _suffix) = numbers.split_once(['-', '+']).unwrap_or((numbers, ""));
+        let parts: Vec<&str> = core.split('.').collect();
+        let version_ok = (1..=3).contains(&parts.len())
+            && parts
+                .iter()
+                .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()));
+        if !version_ok {
+            return Err(NewError::Invalid(format!(
+                "--ctrlkit-version {version:?} is not a version requirement (0.1, ^0.1.2, =0.1.0)"
+            )));
+        }
     }
     Ok(())
 }
@@ -252,5 +284,18 @@ mod tests {
         let mut bad = options("Gizmo", "example.org");
         bad.name = "Gizmo_Operator".into();
         assert!(check(&bad).is_err());
+        let mut bad = options("Gizmo", "example.org");
+        bad.namespace = "Bad_NS".into();
+        assert!(check(&bad).is_err());
+        for version in ["0.1", "^0.1.2", "=1.0.0", "0.2.0-beta.1"] {
+            let mut good = options("Gizmo", "example.org");
+            good.ctrlkit = CtrlkitSource::Version(version.into());
+            assert!(check(&good).is_ok(), "{version}");
+        }
+        for version in ["notaversion", "", "1..2", "1.2.3.4", "latest"] {
+            let mut bad = options("Gizmo", "example.org");
+            bad.ctrlkit = CtrlkitSource::Version(version.into());
+            assert!(check(&bad).is_err(), "{version}");
+        }
     }
 }

@@ -20,7 +20,7 @@ use super::Foo;
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
     /// The API server refused a request.
-    #[error("installing the Foo CRD: {0}")]
+    #[error("installing the Foo CRD")]
     Api(#[from] kube::Error),
     /// The CRD exists but was not established in time.
     #[error("the Foo CRD was not established within {0:?}")]

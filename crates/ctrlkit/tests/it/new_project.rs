@@ -1,14 +1,11 @@
 //! `ctrlkit new`: the project it makes has every part, its names checked first, and its
-//! manifests are accepted by kubectl (`apply --dry-run=server`) against the embedded API
-//! server. Building and testing the made project is a step of `scripts/test` (a cargo build
+//! manifests apply with kubectl to a fresh embedded API server (then pass a server dry run). Building and testing the made project is a step of `scripts/test` (a cargo build
 //! of its own cannot run inside this one).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ctrlkit::apiserver::{ApiServer, ApiServerConfig};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ObjectMeta, PostParams};
 
 fn new_project(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_ctrlkit"))
@@ -42,6 +39,8 @@ fn bad_names_are_refused_with_exit_code_2() {
         vec!["Bad_Name"],
         vec!["good", "--kind", "lowercase"],
         vec!["good", "--group", "nodot"],
+        vec!["good", "--namespace", "Bad_NS"],
+        vec!["good", "--ctrlkit-version", "notaversion"],
     ] {
         let mut all: Vec<&str> = args.clone();
         let target = dir.path().join("x");
@@ -89,6 +88,7 @@ async fn the_project_has_every_part_and_kubectl_accepts_its_manifests() {
         "tests/reconcile.rs",
         "tests/manifests.rs",
         "manifests/crd.yaml",
+        "manifests/00-namespace.yaml",
         "manifests/rbac.yaml",
         "manifests/deployment.yaml",
     ] {
@@ -105,20 +105,9 @@ async fn the_project_has_every_part_and_kubectl_accepts_its_manifests() {
     let again = new_project(&["shop-operator", "--dir", project.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(2));
 
-    // kubectl accepts the manifests against the embedded API server.
+    // The README's `kubectl apply -f manifests/` works on a cluster that has none of it (the
+    // embedded API server), and a server dry run of the same accepts every object.
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-    let client = kube::Client::new(server.service(), "default");
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some("shop-operator".into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client)
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,
@@ -128,28 +117,50 @@ async fn the_project_has_every_part_and_kubectl_accepts_its_manifests() {
         ),
     )
     .unwrap();
-    let applied = tokio::process::Command::new(kubectl())
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["apply", "--dry-run=server", "-f"])
-        .arg(project.join("manifests"))
-        .output()
-        .await
-        .unwrap();
+    let apply = |dry_run: bool| {
+        let mut command = tokio::process::Command::new(kubectl());
+        command.arg("--kubeconfig").arg(&kubeconfig).arg("apply");
+        if dry_run {
+            command.arg("--dry-run=server");
+        }
+        command.arg("-f").arg(project.join("manifests"));
+        command.output()
+    };
+    let objects = [
+        "namespace/shop-operator",
+        "customresourcedefinition.apiextensions.k8s.io/orders.shop.example.io",
+        "serviceaccount/shop-operator",
+        "clusterrole.rbac.authorization.k8s.io/shop-operator",
+        "clusterrolebinding.rbac.authorization.k8s.io/shop-operator",
+        "deployment.apps/shop-operator",
+    ];
+    let applied = apply(false).await.unwrap();
     let stdout = String::from_utf8_lossy(&applied.stdout);
     let stderr = String::from_utf8_lossy(&applied.stderr);
     assert!(
         applied.status.success(),
         "stdout: {stdout}\nstderr: {stderr}"
     );
-    for object in [
-        "customresourcedefinition.apiextensions.k8s.io/orders.shop.example.io created (server dry run)",
-        "serviceaccount/shop-operator created (server dry run)",
-        "clusterrole.rbac.authorization.k8s.io/shop-operator created (server dry run)",
-        "clusterrolebinding.rbac.authorization.k8s.io/shop-operator created (server dry run)",
-        "deployment.apps/shop-operator created (server dry run)",
-    ] {
-        assert!(stdout.contains(object), "{object} not in {stdout}");
+    for object in objects {
+        assert!(
+            stdout.contains(&format!("{object} created")),
+            "{object} not in {stdout}"
+        );
+    }
+    let dry_run = apply(true).await.unwrap();
+    let stdout = String::from_utf8_lossy(&dry_run.stdout);
+    let stderr = String::from_utf8_lossy(&dry_run.stderr);
+    assert!(
+        dry_run.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    for object in objects {
+        assert!(
+            stdout
+                .lines()
+                .any(|line| line.starts_with(object) && line.ends_with("(server dry run)")),
+            "{object} not in {stdout}"
+        );
     }
     server.shutdown().await;
 }
