@@ -19,6 +19,7 @@
 //! - [`tls`]: serving HTTPS, with a CA generated at start if need be;
 //! - [`faults`]: the fault hooks reliability tests drive.
 
+pub mod access;
 mod activity;
 pub mod apply;
 pub mod auth;

@@ -163,6 +163,7 @@ impl ApiServer {
             config: config.rest,
             address: address.to_string(),
             faults: Faults::default(),
+            accesses: crate::access::Accesses::default(),
             link: Arc::clone(&link),
             services: Default::default(),
             tokens: Default::default(),
@@ -215,6 +216,11 @@ impl ApiServer {
     /// The fault hooks: cut watches, fail or delay requests.
     pub fn faults(&self) -> &Faults {
         &self.app.faults
+    }
+
+    /// The verbs clients asked for on each resource: what their RBAC roles must grant.
+    pub fn accesses(&self) -> &crate::access::Accesses {
+        &self.app.accesses
     }
 
     /// The server as an in-process [`tower_service::Service`], for clients that should not go

@@ -105,6 +105,8 @@ pub struct App {
     pub address: String,
     /// The fault hooks.
     pub faults: Faults,
+    /// The verbs asked for on each resource.
+    pub accesses: crate::access::Accesses,
     /// Partitions, restarts and shutdown, for the admin endpoint's partition and restart.
     pub(crate) link: std::sync::Arc<tokio::sync::watch::Sender<crate::link::Link>>,
     /// The lock under which Services get cluster IPs and node ports.
@@ -336,6 +338,27 @@ fn plain_ok() -> Response {
     response
 }
 
+/// Notes the access an RBAC authorizer would check: the verb (a POST to a subresource is a
+/// `create`) on the resource, or on its subresource when the resource has one of that name.
+fn note_access(app: &App, target: &Target, method: &Method, verb: &str) {
+    let (kind, subresource) = match target {
+        Target::Collection { kind, .. } => (kind, None),
+        Target::Item {
+            kind, subresource, ..
+        } => (kind, subresource.as_deref()),
+    };
+    let verb = match (verb, subresource, method) {
+        ("", Some(_), &Method::POST) => "create",
+        ("", _, _) => return,
+        (verb, _, _) => verb,
+    };
+    let known = subresource.is_none_or(|name| subresources(kind).iter().any(|s| s.name == name));
+    if known {
+        app.accesses
+            .record(verb, &kind.group, &kind.plural, subresource);
+    }
+}
+
 /// A boolean query parameter as kube-apiserver reads one: present and anything but `false` or
 /// `0` (in any case) is true, even empty.
 fn is_true(query: &Query, name: &str) -> bool {
@@ -376,6 +399,7 @@ async fn dispatch(
     if !verb.is_empty() && !crate::kinds::subresources::verbs(kind).contains(&verb) {
         return Err(ApiError::method_not_allowed(method.as_str()));
     }
+    note_access(app, &target, &method, verb);
     match app.faults.take(verb, &kind.plural) {
         Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(fault) => return Err(ApiError::injected(fault)),

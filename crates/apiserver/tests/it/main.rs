@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod accesses;
 mod apply_properties;
 mod bad_input;
 mod conversion_webhook;

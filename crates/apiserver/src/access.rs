@@ -1,0 +1,86 @@
+//! Which verbs clients asked for on which resources: what a client's RBAC role must grant.
+//!
+//! kube-apiserver authorizes each request by its verb (`get`, `list`, `watch`, `create`,
+//! `update`, `patch`, `delete`, `deletecollection`), API group and resource, a subresource
+//! written `resource/subresource` (`foos/status`). This server does not authorize, but it
+//! notes each distinct triple it was asked for, so that a test can check a controller's
+//! ClusterRole against what the controller really does. The triples are bounded: verbs are
+//! those eight, resources and subresources those the server serves.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use parking_lot::Mutex;
+
+/// One verb on one resource, as an RBAC rule names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Access {
+    /// The API group; empty for the core group.
+    pub group: String,
+    /// The resource's plural, with `/subresource` for a subresource (`deployments/scale`).
+    pub resource: String,
+    /// The verb.
+    pub verb: String,
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let group = if self.group.is_empty() {
+            "\"\""
+        } else {
+            &self.group
+        };
+        write!(f, "{} {group}/{}", self.verb, self.resource)
+    }
+}
+
+/// The accesses a server has seen, each once.
+///
+/// ```
+/// use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::Api;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+/// let client = kube::Client::new(server.service(), "default");
+/// let config_maps: Api<ConfigMap> = Api::default_namespaced(client);
+/// let _ = config_maps.get_opt("settings").await.unwrap();
+/// let seen: Vec<String> = server.accesses().seen().iter().map(ToString::to_string).collect();
+/// assert_eq!(seen, ["get \"\"/configmaps"]);
+/// # }
+/// ```
+#[derive(Debug, Default)]
+pub struct Accesses {
+    seen: Mutex<BTreeSet<Access>>,
+}
+
+impl Accesses {
+    /// Notes `verb` on `resource` (with its subresource, if any) of `group`.
+    pub(crate) fn record(&self, verb: &str, group: &str, plural: &str, subresource: Option<&str>) {
+        let resource = match subresource {
+            Some(subresource) => format!("{plural}/{subresource}"),
+            None => plural.to_owned(),
+        };
+        let access = Access {
+            group: group.to_owned(),
+            resource,
+            verb: verb.to_owned(),
+        };
+        let mut seen = self.seen.lock();
+        if !seen.contains(&access) {
+            seen.insert(access);
+        }
+    }
+
+    /// Every access seen since the server started (or the last [`clear`](Self::clear)), in
+    /// order of group, resource and verb.
+    pub fn seen(&self) -> Vec<Access> {
+        self.seen.lock().iter().cloned().collect()
+    }
+
+    /// Forgets what was seen (say, the test's own set-up).
+    pub fn clear(&self) {
+        self.seen.lock().clear();
+    }
+}

@@ -1,0 +1,94 @@
+//! The accesses the server notes: each verb on each resource (or its subresource) once, as an
+//! RBAC authorizer names them.
+
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchParams};
+
+fn seen(server: &ApiServer) -> Vec<String> {
+    server
+        .accesses()
+        .seen()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn each_verb_on_each_resource_is_noted_once() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = kube::Client::new(server.service(), "default");
+    let config_maps: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    server.accesses().clear();
+    for name in ["a", "b"] {
+        let object = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        config_maps
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+    }
+    config_maps.list(&ListParams::default()).await.unwrap();
+    let mut watch = config_maps
+        .watch(&WatchParams::default().timeout(1), "0")
+        .await
+        .unwrap()
+        .boxed();
+    watch.next().await;
+    let patch = serde_json::json!({"data": {"k": "v"}});
+    config_maps
+        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    // A 404 was still asked for: an authorizer checks before the object is looked up.
+    let namespaced: Api<Deployment> = Api::default_namespaced(client);
+    assert!(namespaced.get_opt("gone").await.unwrap().is_none());
+    assert!(namespaced.get_scale("gone").await.is_err());
+    assert!(
+        namespaced
+            .patch_status("gone", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        seen(&server),
+        [
+            "create \"\"/configmaps",
+            "list \"\"/configmaps",
+            "patch \"\"/configmaps",
+            "watch \"\"/configmaps",
+            "get apps/deployments",
+            "get apps/deployments/scale",
+            "patch apps/deployments/status",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_subresource_the_resource_lacks_is_not_noted() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    server.accesses().clear();
+    let status = plain_get(&server, "/api/v1/namespaces/default/configmaps/x/bogus").await;
+    assert_eq!(status, 404);
+    assert_eq!(seen(&server), Vec::<String>::new());
+}
+
+/// A plain GET over TCP; its status code.
+async fn plain_get(server: &ApiServer, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response[9..12].parse().unwrap()
+}
