@@ -6,8 +6,13 @@
 //! notes each distinct triple it was asked for, so that a test can check a controller's
 //! ClusterRole against what the controller really does. The triples are bounded: verbs are
 //! those eight, resources and subresources those the server serves.
+//!
+//! They are also noted per user, the user being the one a request impersonates
+//! (`Impersonate-User`, as kube-client's `Config::auth_info.impersonate` sends it): a test
+//! runs its controller as its service account (`system:serviceaccount:NAMESPACE:NAME`) and
+//! reads that user's accesses apart from its own. At most [`MAX_USERS`] users are told apart.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use parking_lot::Mutex;
@@ -34,6 +39,10 @@ impl fmt::Display for Access {
     }
 }
 
+/// How many impersonated users' accesses are kept apart; later users' accesses are only in
+/// [`Accesses::seen`]. Users come from request headers, so their number is bounded.
+pub const MAX_USERS: usize = 256;
+
 /// The accesses a server has seen, each once.
 ///
 /// ```
@@ -52,12 +61,26 @@ impl fmt::Display for Access {
 /// ```
 #[derive(Debug, Default)]
 pub struct Accesses {
-    seen: Mutex<BTreeSet<Access>>,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    all: BTreeSet<Access>,
+    by_user: BTreeMap<String, BTreeSet<Access>>,
 }
 
 impl Accesses {
-    /// Notes `verb` on `resource` (with its subresource, if any) of `group`.
-    pub(crate) fn record(&self, verb: &str, group: &str, plural: &str, subresource: Option<&str>) {
+    /// Notes `verb` on `resource` (with its subresource, if any) of `group`, asked for by
+    /// `user` (impersonated; `None` when the request impersonates nobody).
+    pub(crate) fn record(
+        &self,
+        user: Option<&str>,
+        verb: &str,
+        group: &str,
+        plural: &str,
+        subresource: Option<&str>,
+    ) {
         let resource = match subresource {
             Some(subresource) => format!("{plural}/{subresource}"),
             None => plural.to_owned(),
@@ -68,19 +91,46 @@ impl Accesses {
             verb: verb.to_owned(),
         };
         let mut seen = self.seen.lock();
-        if !seen.contains(&access) {
-            seen.insert(access);
+        if let Some(user) = user {
+            let users = seen.by_user.len();
+            match seen.by_user.get_mut(user) {
+                Some(accesses) => {
+                    if !accesses.contains(&access) {
+                        accesses.insert(access.clone());
+                    }
+                }
+                None if users < MAX_USERS => {
+                    seen.by_user
+                        .insert(user.to_owned(), BTreeSet::from([access.clone()]));
+                }
+                None => {}
+            }
+        }
+        if !seen.all.contains(&access) {
+            seen.all.insert(access);
         }
     }
 
-    /// Every access seen since the server started (or the last [`clear`](Self::clear)), in
-    /// order of group, resource and verb.
+    /// Every access seen since the server started (or the last [`clear`](Self::clear)), by
+    /// anyone, in order of group, resource and verb.
     pub fn seen(&self) -> Vec<Access> {
-        self.seen.lock().iter().cloned().collect()
+        self.seen.lock().all.iter().cloned().collect()
+    }
+
+    /// The accesses of requests that impersonated `user`, in the same order.
+    pub fn seen_by(&self, user: &str) -> Vec<Access> {
+        self.seen
+            .lock()
+            .by_user
+            .get(user)
+            .map(|accesses| accesses.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Forgets what was seen (say, the test's own set-up).
     pub fn clear(&self) {
-        self.seen.lock().clear();
+        let mut seen = self.seen.lock();
+        seen.all.clear();
+        seen.by_user.clear();
     }
 }

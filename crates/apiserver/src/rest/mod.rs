@@ -340,7 +340,13 @@ fn plain_ok() -> Response {
 
 /// Notes the access an RBAC authorizer would check: the verb (a POST to a subresource is a
 /// `create`) on the resource, or on its subresource when the resource has one of that name.
-fn note_access(app: &App, target: &Target, method: &Method, verb: &str) {
+fn note_access(
+    app: &App,
+    target: &Target,
+    method: &Method,
+    verb: &str,
+    headers: &axum::http::HeaderMap,
+) {
     let (kind, subresource) = match target {
         Target::Collection { kind, .. } => (kind, None),
         Target::Item {
@@ -354,8 +360,11 @@ fn note_access(app: &App, target: &Target, method: &Method, verb: &str) {
     };
     let known = subresource.is_none_or(|name| subresources(kind).iter().any(|s| s.name == name));
     if known {
+        let user = headers
+            .get("impersonate-user")
+            .and_then(|user| user.to_str().ok());
         app.accesses
-            .record(verb, &kind.group, &kind.plural, subresource);
+            .record(user, verb, &kind.group, &kind.plural, subresource);
     }
 }
 
@@ -399,7 +408,7 @@ async fn dispatch(
     if !verb.is_empty() && !crate::kinds::subresources::verbs(kind).contains(&verb) {
         return Err(ApiError::method_not_allowed(method.as_str()));
     }
-    note_access(app, &target, &method, verb);
+    note_access(app, &target, &method, verb, request.headers());
     match app.faults.take(verb, &kind.plural) {
         Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(fault) => return Err(ApiError::injected(fault)),

@@ -92,3 +92,37 @@ async fn plain_get(server: &ApiServer, path: &str) -> u16 {
     stream.read_to_string(&mut response).await.unwrap();
     response[9..12].parse().unwrap()
 }
+
+#[tokio::test]
+async fn an_impersonated_users_accesses_are_kept_apart() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.impersonate = Some("system:serviceaccount:shop:operator".into());
+    let operator = kube::Client::try_from(config).unwrap();
+    let admin = kube::Client::new(server.service(), "default");
+    server.accesses().clear();
+    Api::<ConfigMap>::default_namespaced(admin)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    Api::<Deployment>::namespaced(operator, "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let as_text = |accesses: Vec<ctrlkit_apiserver::access::Access>| {
+        accesses.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        as_text(
+            server
+                .accesses()
+                .seen_by("system:serviceaccount:shop:operator")
+        ),
+        ["list apps/deployments"]
+    );
+    assert_eq!(
+        seen(&server),
+        ["list \"\"/configmaps", "list apps/deployments"]
+    );
+    assert!(server.accesses().seen_by("nobody").is_empty());
+}
