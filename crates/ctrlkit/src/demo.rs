@@ -682,7 +682,7 @@ mod tests {
     #[test]
     fn a_refusal_under_another_error_is_said_once_as_the_servers_message() {
         let status = Status::failure("injected fault", "InternalError").with_code(500);
-        let error = crate::sample_controller::InstallError::Api(kube::Error::Api(status.boxed()));
+        let error = ctrlkit::sample_controller::InstallError::Api(kube::Error::Api(status.boxed()));
         assert_eq!(
             describe(&error),
             "installing the Foo CRD: the API server: injected fault"

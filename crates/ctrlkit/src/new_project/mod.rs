@@ -60,7 +60,7 @@ pub enum NewError {
     Crd(String),
 }
 
-const FILES: [(&str, &str); 13] = [
+const FILES: [(&str, &str); 14] = [
     ("Cargo.toml", include_str!("template/Cargo.toml.txt")),
     ("README.md", include_str!("template/README.md.txt")),
     ("Dockerfile", include_str!("template/Dockerfile.txt")),
@@ -71,6 +71,7 @@ const FILES: [(&str, &str); 13] = [
         include_str!("template/reconciler.rs.txt"),
     ),
     ("src/main.rs", include_str!("template/main.rs.txt")),
+    ("src/manager.rs", include_str!("template/manager.rs.txt")),
     ("src/bin/crdgen.rs", include_str!("template/crdgen.rs.txt")),
     (
         "tests/reconcile.rs",
@@ -183,7 +184,27 @@ fn placeholders(options: &NewOptions) -> Vec<(&'static str, String)> {
         ("{{group}}", options.group.clone()),
         ("{{namespace}}", options.namespace.clone()),
         ("{{ctrlkit_dependency}}", dependency),
+        ("{{image_note}}", image_note(&options.ctrlkit)),
     ]
+}
+
+/// What the made README says about building the image, which depends on where ctrlkit comes
+/// from: a registry version builds from the project's directory alone, a path does not.
+fn image_note(ctrlkit: &CtrlkitSource) -> String {
+    match ctrlkit {
+        CtrlkitSource::Version(_) => [
+            "The image builds from this directory alone: `docker build` fetches every dependency,",
+            "ctrlkit included, from crates.io.",
+        ]
+        .join("\n"),
+        CtrlkitSource::Path(path) => format!(
+            "ctrlkit is a path dependency on the checkout at `{}`,\n\
+             which a `docker build` of this directory cannot see: `cargo test` and `cargo run` work\n\
+             as they are, but for the image depend on a published ctrlkit (`ctrlkit = \"VERSION\"` in\n\
+             Cargo.toml, or `ctrlkit new --ctrlkit-version`).",
+            path.display()
+        ),
+    }
 }
 
 /// The template type's names replaced by the project's, in source or in its generated CRD.

@@ -84,6 +84,7 @@ async fn the_project_has_every_part_and_kubectl_accepts_its_manifests() {
         "src/resource.rs",
         "src/reconciler.rs",
         "src/main.rs",
+        "src/manager.rs",
         "src/bin/crdgen.rs",
         "tests/reconcile.rs",
         "tests/manifests.rs",
