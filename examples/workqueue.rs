@@ -2,9 +2,9 @@
 //! workers reconcile them, failures come back rate-limited, successes are forgotten, and the
 //! queue's Prometheus metrics are printed at the end.
 //!
-//! The rate limiter is the one seed 004 of the design describes: it waits by the kind of the last
-//! error (a conflict is retried soon, throttling late, anything else with exponential backoff),
-//! combined with client-go's overall token bucket.
+//! The rate limiter waits by the kind of the last error (a conflict is retried soon, throttling
+//! late, anything else with exponential backoff), combined with client-go's overall token
+//! bucket: a limiter of your own, written against the `RateLimiter` trait.
 //!
 //! ```text
 //! cargo run --release -p ctrlkit-examples --example workqueue -- --keys 2000 --workers 4
@@ -49,7 +49,7 @@ enum Failure {
     Other,
 }
 
-/// Waits by the kind of a key's last failure (seed 004's error-type-aware limiter).
+/// Waits by the kind of a key's last failure: an error-type-aware limiter.
 struct ByFailure {
     last: Mutex<HashMap<String, Failure>>,
     other: ItemExponentialFailureRateLimiter<String>,

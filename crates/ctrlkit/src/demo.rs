@@ -79,6 +79,11 @@ impl DemoError {
     pub fn is_refusal(&self) -> bool {
         matches!(self, Self::NotConfirmed(_) | Self::NamespaceExists(_))
     }
+
+    /// Whether the demo stopped because it was interrupted (Ctrl-C).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, Self::Interrupted)
+    }
 }
 
 /// An error with its causes, `outer: cause: root cause`, each said once: a connection error
@@ -627,10 +632,13 @@ async fn workload(
         reconciles as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64()
     );
-    println!(
-        "  by replica               {:?}",
-        observed.per_replica.lock()
-    );
+    let by_replica: Vec<String> = observed
+        .per_replica
+        .lock()
+        .iter()
+        .map(|(replica, count)| format!("{replica} {count}"))
+        .collect();
+    println!("  by replica               {}", by_replica.join(", "));
     match failover {
         Some(after) => println!(
             "  failover                 {:.2} s (lease 4 s)",

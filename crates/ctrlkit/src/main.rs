@@ -362,10 +362,33 @@ fn demo_flags(
             "--namespace {namespace:?} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
         ));
     }
-    if let Some(path) = kubeconfig
-        && !path.is_file()
-    {
-        return Err(format!("--kubeconfig {}: no such file", path.display()));
+    if let Some(path) = kubeconfig {
+        if path.is_dir() {
+            return Err(format!(
+                "--kubeconfig {}: a directory, not a file",
+                path.display()
+            ));
+        }
+        if !path.is_file() {
+            return Err(format!("--kubeconfig {}: no such file", path.display()));
+        }
+        if let Err(error) = kube::config::Kubeconfig::read_from(path) {
+            // The parser's reason, on one line.
+            let reason = std::iter::successors(
+                Some(&error as &(dyn std::error::Error + 'static)),
+                |error| error.source(),
+            )
+            .map(ToString::to_string)
+            .last()
+            .unwrap_or_default();
+            // The parser's own message, without the source excerpt it draws after ` --> `.
+            let reason = reason.split_whitespace().collect::<Vec<_>>().join(" ");
+            let reason = reason.split(" --> ").next().unwrap_or_default().to_owned();
+            return Err(format!(
+                "--kubeconfig {}: not a kubeconfig: {reason}",
+                path.display()
+            ));
+        }
     }
     Ok(())
 }
@@ -404,6 +427,9 @@ async fn main() -> ExitCode {
                     eprintln!("error: {}", demo::describe(&error));
                     if error.is_refusal() {
                         ExitCode::from(2)
+                    } else if error.is_interrupted() {
+                        // A shell's code for a process ended by SIGINT (128 + 2).
+                        ExitCode::from(130)
                     } else {
                         ExitCode::FAILURE
                     }

@@ -42,6 +42,9 @@ fn the_demo_fails_over_and_every_deployment_matches_its_foo() {
 
 #[test]
 fn bad_flags_get_one_line_and_exit_code_2_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&not_a_kubeconfig, "clusters: [unclosed\n  - {\n").unwrap();
     for (args, says) in [
         (
             vec!["--kubeconfig", "/nonexistent/kubeconfig"],
@@ -63,6 +66,14 @@ fn bad_flags_get_one_line_and_exit_code_2_before_any_work() {
         (
             vec!["--namespace", "Bad_NS"],
             "error: --namespace \"Bad_NS\" is not a namespace name",
+        ),
+        (
+            vec!["--kubeconfig", "/tmp"],
+            "error: --kubeconfig /tmp: a directory, not a file",
+        ),
+        (
+            vec!["--kubeconfig", not_a_kubeconfig.to_str().unwrap()],
+            "error: --kubeconfig ",
         ),
     ] {
         let started = std::time::Instant::now();
@@ -93,10 +104,17 @@ struct Cluster {
 
 impl Cluster {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// A cluster started with these `ctrlkit apiserver` flags too.
+    fn start_with(flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         let child = Command::new(env!("CARGO_BIN_EXE_ctrlkit"))
-            .args(["apiserver", "--kubeconfig-out"])
+            .arg("apiserver")
+            .args(flags)
+            .arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -125,6 +143,21 @@ impl Cluster {
                 .await
                 .unwrap();
         kube::Client::try_from(config).unwrap()
+    }
+
+    /// Faults the next requests as the admin endpoint's `fail` does (`query` after `fail?`).
+    async fn fault(&self, query: &str) {
+        let request = http::Request::post(format!("/admin/faults/fail?{query}"))
+            .body(Vec::new())
+            .unwrap();
+        self.client().await.request_text(request).await.unwrap();
+    }
+
+    async fn clear_faults(&self) {
+        let request = http::Request::post("/admin/faults/clear")
+            .body(Vec::new())
+            .unwrap();
+        self.client().await.request_text(request).await.unwrap();
     }
 
     /// What a demo left behind: its namespaces, and whether the Foo CRD is there.
@@ -230,7 +263,8 @@ async fn ctrl_c_midway_cleans_up() {
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     let stderr = stderr.join().unwrap();
-    assert!(!status.success());
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(!stderr.contains("ERROR"), "{stderr}");
     assert!(
         rest.iter().any(|line| line == "interrupted: cleaning up"),
         "{rest:?}\nstderr:\n{stderr}"
@@ -241,4 +275,71 @@ async fn ctrl_c_midway_cleans_up() {
         "{rest:?}\nstderr:\n{stderr}"
     );
     assert_eq!(cluster.left_over().await, (Vec::new(), false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_demo_says_why_in_one_line_and_cleans_up() {
+    let cluster = Cluster::start_with(&["--admin"]);
+
+    // Refused before anything was made: one line in the server's words, nothing to clean up.
+    cluster
+        .fault("count=1000&verb=create&resource=customresourcedefinitions&status=500")
+        .await;
+    let output = cluster.demo(&["--yes", "--foos", "10"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: setting up: installing the Foo CRD: the API server: "),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("cleaned up"), "{stdout}");
+    assert_eq!(cluster.left_over().await, (Vec::new(), false));
+
+    // Refused midway: what was made goes.
+    cluster.clear_faults().await;
+    cluster
+        .fault("count=100000&verb=create&resource=foos&status=500")
+        .await;
+    let output = cluster.demo(&["--yes", "--foos", "10"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("ERROR"), "{stderr}");
+    assert!(
+        stdout.lines().any(
+            |line| line.starts_with("cleaned up: namespace ctrlkit-demo-")
+                && line.ends_with(", the Foo CRD")
+        ),
+        "{stdout}"
+    );
+    cluster.clear_faults().await;
+    assert_eq!(cluster.left_over().await, (Vec::new(), false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foo_crd_that_was_there_before_is_left_there() {
+    use kube::api::PostParams;
+    let cluster = Cluster::start();
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().await);
+    crds.create(
+        &PostParams::default(),
+        &ctrlkit::sample_controller::foo_crd(),
+    )
+    .await
+    .unwrap();
+    let output = cluster.demo(&["--yes", "--foos", "10"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let cleaned = stdout
+        .lines()
+        .find(|line| line.starts_with("cleaned up: "))
+        .unwrap_or_default();
+    assert!(
+        cleaned.starts_with("cleaned up: namespace ctrlkit-demo-") && !cleaned.contains("CRD"),
+        "{stdout}"
+    );
+    assert_eq!(cluster.left_over().await, (Vec::new(), true));
 }
