@@ -94,11 +94,10 @@ impl Accesses {
         if let Some(user) = user {
             let users = seen.by_user.len();
             match seen.by_user.get_mut(user) {
-                Some(accesses) => {
-                    if !accesses.contains(&access) {
-                        accesses.insert(access.clone());
-                    }
+                Some(accesses) if !accesses.contains(&access) => {
+                    accesses.insert(access.clone());
                 }
+                Some(_) => {}
                 None if users < MAX_USERS => {
                     seen.by_user
                         .insert(user.to_owned(), BTreeSet::from([access.clone()]));

@@ -13,4 +13,5 @@ mod demo;
 mod durability;
 mod new_project;
 mod readme;
+mod readme_snippets;
 mod sample_controller;

@@ -139,12 +139,15 @@ async fn a_relisted_key_whose_deletion_is_queued_is_replaced_after_it() {
     );
 }
 
+/// What a case does to a FIFO.
+type Operations<'a> = Box<dyn Fn(&RealFifo<ConfigMap>) + 'a>;
+
 /// `TestRealFIFOW_ReplaceMakesDeletionsForObjectsOnlyInQueue`: a key only queued, not listed,
 /// gets one tombstone carrying its last queued state, never a second.
 #[tokio::test(start_paused = true)]
 async fn keys_only_in_the_queue_get_one_tombstone() {
     let obj = cm("foo", 2);
-    let cases: Vec<(&str, Box<dyn Fn(&RealFifo<ConfigMap>)>, Vec<&str>)> = vec![
+    let cases: Vec<(&str, Operations, Vec<&str>)> = vec![
         (
             "added, then a relist without it",
             Box::new(|f| {
