@@ -19,5 +19,8 @@ pub struct Workqueue;
 #[doc = include_str!("../../../docs/guide/src/leader-election.md")]
 pub struct LeaderElection;
 
+#[doc = include_str!("../../../docs/guide/src/deploying.md")]
+pub struct Deploying;
+
 #[doc = include_str!("../../../docs/guide/src/operations.md")]
 pub struct Operations;
