@@ -47,9 +47,16 @@ impl Registry {
             .collect()
     }
 
-    /// Serves `kind` (replacing a resource of the same group, version and plural).
+    /// Serves the custom resource `kind` (replacing one of the same group, version and
+    /// plural). A built-in resource is never replaced: a CRD whose group and plural name one
+    /// (`deployments.apps`) is not served, and the built-in goes on answering its URLs, as
+    /// kube-apiserver routes a built-in group before any CRD. The two would also share the
+    /// store's objects, which is why no version of it is served, not only the built-in's.
     pub fn add(&self, kind: ResourceKind) {
         let mut kinds = self.kinds.write();
+        if kind.builtin.is_none() && is_builtin(&kinds, &kind.group, &kind.plural) {
+            return;
+        }
         kinds.retain(|known| {
             !(known.group == kind.group
                 && known.version == kind.version
@@ -58,11 +65,22 @@ impl Registry {
         kinds.push(kind);
     }
 
-    /// Stops serving the resource `plural` of `group` (all versions).
+    /// Stops serving the custom resource `plural` of `group` (all versions); a built-in one is
+    /// always served.
     pub fn remove(&self, group: &str, plural: &str) {
+        self.kinds.write().retain(|known| {
+            known.builtin.is_some() || !(known.group == group && known.plural == plural)
+        });
+    }
+
+    /// Every served version of the custom resource `plural` of `group` (none for a built-in).
+    pub fn custom_versions(&self, group: &str, plural: &str) -> Vec<ResourceKind> {
         self.kinds
-            .write()
-            .retain(|known| !(known.group == group && known.plural == plural));
+            .read()
+            .iter()
+            .filter(|kind| kind.builtin.is_none() && kind.group == group && kind.plural == plural)
+            .cloned()
+            .collect()
     }
 
     /// The resources of `group`/`version`.
@@ -95,4 +113,11 @@ impl Registry {
         }
         groups
     }
+}
+
+/// Whether `kinds` holds a built-in resource `plural` of `group`.
+fn is_builtin(kinds: &[ResourceKind], group: &str, plural: &str) -> bool {
+    kinds
+        .iter()
+        .any(|kind| kind.builtin.is_some() && kind.group == group && kind.plural == plural)
 }

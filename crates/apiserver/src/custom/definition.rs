@@ -34,6 +34,13 @@ fn text(value: &Value) -> &str {
 
 /// The errors of `crd` (as decoded and defaulted: `singular` and `listKind` filled in).
 pub fn validate(crd: &Value) -> Vec<FieldError> {
+    let mut errors = checks(crd);
+    errors.extend(super::api_approval::errors(crd, None));
+    errors
+}
+
+/// What [`validate`] and [`validate_update`] both check.
+fn checks(crd: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let spec = &crd["spec"];
     let names = &spec["names"];
@@ -400,7 +407,7 @@ fn service_errors(service: &Value, path: &str) -> Vec<FieldError> {
 /// (`status.storedVersions`, which the update keeps) must still be in `spec.versions` (kube's
 /// `validateCustomResourceDefinitionSpecUpdate` and `ValidateCustomResourceDefinitionStoredVersions`).
 pub fn validate_update(crd: &Value, old: &Value) -> Vec<FieldError> {
-    let mut errors = validate(crd);
+    let mut errors = checks(crd);
     let established = old["status"]["conditions"]
         .as_array()
         .into_iter()
@@ -439,6 +446,7 @@ pub fn validate_update(crd: &Value, old: &Value) -> Vec<FieldError> {
             ));
         }
     }
+    errors.extend(super::api_approval::errors(crd, Some(old)));
     errors
 }
 

@@ -14,6 +14,7 @@
 //! - reads through another served version convert the object ([`conversion`]), and Tables show
 //!   the version's printer columns ([`table`]).
 
+pub mod api_approval;
 pub mod coerce;
 pub mod conversion;
 pub mod definition;

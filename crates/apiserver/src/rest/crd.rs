@@ -111,7 +111,7 @@ pub(super) fn serve(app: &App, crd: &Value) -> Option<Arc<StoredObject>> {
     }
     if established {
         let plural = naming.accepted["plural"].as_str().unwrap_or_default();
-        let served = app.registry.all_versions(group, plural);
+        let served = app.registry.custom_versions(group, plural);
         app.registry.remove(group, plural);
         for kind in defined_kinds(crd, &naming.accepted, &served) {
             app.registry.add(kind);
@@ -150,6 +150,14 @@ pub(super) fn serve(app: &App, crd: &Value) -> Option<Arc<StoredObject>> {
         new_condition(crd, "NamesAccepted", names_accepted),
         established_condition,
     ];
+    // A CRD of a Kubernetes community group says whether its API was approved.
+    if let Some(approval) = crate::custom::api_approval::condition(crd) {
+        conditions.push(new_condition(
+            crd,
+            "KubernetesAPIApprovalPolicyConformant",
+            approval,
+        ));
+    }
     // A CRD being deleted keeps saying so.
     conditions.extend(condition(crd, "Terminating").cloned());
     let status = json!({
@@ -305,7 +313,7 @@ pub(crate) fn clean_up_deleted(app: &App) {
         ) else {
             continue;
         };
-        let left = match app.registry.all_versions(group, plural).first() {
+        let left = match app.registry.custom_versions(group, plural).first() {
             Some(kind) => app.store.delete_all_of(kind),
             None => Ok(0),
         };

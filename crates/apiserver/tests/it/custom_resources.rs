@@ -1202,3 +1202,132 @@ async fn deleting_a_crd_deletes_its_custom_resources_first_and_waits_for_their_f
     let list = get(&client, WIDGETS).await.unwrap();
     assert_eq!(list["items"], json!([]));
 }
+
+#[tokio::test]
+async fn a_crd_of_a_kubernetes_group_needs_its_api_approval_annotation() {
+    let (_server, client) = server().await;
+    let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let crd = |annotation: Option<&str>| {
+        let mut crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gizmos.stable.k8s.io"},
+            "spec": {"group": "stable.k8s.io", "scope": "Namespaced",
+                     "names": {"plural": "gizmos", "kind": "Gizmo"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": open.clone()}}]},
+        });
+        if let Some(annotation) = annotation {
+            crd["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": annotation});
+        }
+        crd
+    };
+    let missing = send(&client, "POST", CRDS, "application/json", crd(None))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code, 422);
+    assert_eq!(
+        missing.message,
+        "CustomResourceDefinition.apiextensions.k8s.io \"gizmos.stable.k8s.io\" is invalid: metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"
+    );
+    let invalid = send(&client, "POST", CRDS, "application/json", crd(Some("sure")))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        invalid.message,
+        "CustomResourceDefinition.apiextensions.k8s.io \"gizmos.stable.k8s.io\" is invalid: metadata.annotations[api-approved.kubernetes.io]: Invalid value: \"sure\": protected groups must have approval annotation \"api-approved.kubernetes.io\" with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"
+    );
+    let created = send(
+        &client,
+        "POST",
+        CRDS,
+        "application/json",
+        crd(Some("unapproved, for testing")),
+    )
+    .await
+    .unwrap();
+    let conformant = created["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|condition| condition["type"] == "KubernetesAPIApprovalPolicyConformant")
+        .cloned()
+        .unwrap();
+    assert_eq!(conformant["status"], "False");
+    assert_eq!(conformant["reason"], "UnapprovedAnnotation");
+    assert_eq!(
+        conformant["message"],
+        "not approved: \"unapproved, for testing\""
+    );
+}
+
+#[tokio::test]
+async fn a_crd_naming_a_built_in_resource_never_takes_its_place_or_its_objects() {
+    let (_server, client) = server().await;
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "held"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}});
+    send(&client, "POST", leases, "application/json", lease)
+        .await
+        .unwrap();
+    let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "leases.coordination.k8s.io",
+                     "annotations": {"api-approved.kubernetes.io": "unapproved, shadowing a built-in"}},
+        "spec": {"group": "coordination.k8s.io", "scope": "Namespaced",
+                 "names": {"plural": "leases", "kind": "Lease"},
+                 "versions": [
+                     {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": open.clone()}},
+                     {"name": "v9", "served": true, "storage": false, "schema": {"openAPIV3Schema": open}},
+                 ]},
+    });
+    send(&client, "POST", CRDS, "application/json", crd)
+        .await
+        .unwrap();
+
+    // The built-in still answers, with its own schema and validation.
+    let held = get(&client, &format!("{leases}/held")).await.unwrap();
+    assert_eq!(held["spec"]["holderIdentity"], "a");
+    let refused = send(
+        &client,
+        "POST",
+        leases,
+        "application/json",
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+               "metadata": {"name": "bad"}, "spec": {"leaseDurationSeconds": "fifteen"}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code, 400, "decoded as the built-in");
+    assert_eq!(
+        get(
+            &client,
+            "/apis/coordination.k8s.io/v9/namespaces/default/leases"
+        )
+        .await
+        .unwrap_err()
+        .code,
+        404
+    );
+
+    // Deleting the CRD deletes none of the built-in's objects, and it stays served.
+    let crd_path = format!("{CRDS}/leases.coordination.k8s.io");
+    send(
+        &client,
+        "DELETE",
+        &crd_path,
+        "application/json",
+        Value::Null,
+    )
+    .await
+    .unwrap();
+    for _ in 0..100 {
+        if get(&client, &crd_path).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(get(&client, &crd_path).await.unwrap_err().code, 404);
+    let still = get(&client, &format!("{leases}/held")).await.unwrap();
+    assert_eq!(still["spec"]["holderIdentity"], "a");
+}

@@ -41,7 +41,7 @@ async fn a_restarted_server_serves_what_it_acknowledged() {
         let (server, client) = start(dir.path()).await.unwrap();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         let crd: CustomResourceDefinition = serde_json::from_value(json!({
-            "metadata": {"name": "foos.samplecontroller.k8s.io"},
+            "metadata": {"name": "foos.samplecontroller.k8s.io", "annotations": {"api-approved.kubernetes.io": "unapproved, experimental-only"}},
             "spec": {
                 "group": "samplecontroller.k8s.io",
                 "names": {"plural": "foos", "singular": "foo", "kind": "Foo"},

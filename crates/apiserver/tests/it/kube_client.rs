@@ -408,7 +408,7 @@ async fn a_custom_resource_is_served_once_its_crd_exists() {
     let (_server, client) = server().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "foos.samplecontroller.k8s.io"},
+        "metadata": {"name": "foos.samplecontroller.k8s.io", "annotations": {"api-approved.kubernetes.io": "unapproved, experimental-only"}},
         "spec": {
             "group": "samplecontroller.k8s.io",
             "names": {"plural": "foos", "singular": "foo", "kind": "Foo", "shortNames": ["fo"]},

@@ -206,7 +206,7 @@ async fn scenario(version: &str) {
     let crd = write(
         &dir,
         "crd.yaml",
-        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: foos.samplecontroller.k8s.io\nspec:\n  group: samplecontroller.k8s.io\n  names: {plural: foos, singular: foo, kind: Foo}\n  scope: Namespaced\n  versions:\n  - name: v1alpha1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n",
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: foos.samplecontroller.k8s.io\n  annotations: {api-approved.kubernetes.io: \"unapproved, experimental-only\"}\nspec:\n  group: samplecontroller.k8s.io\n  names: {plural: foos, singular: foo, kind: Foo}\n  scope: Namespaced\n  versions:\n  - name: v1alpha1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n",
     );
     let custom = write(
         &dir,

@@ -97,6 +97,15 @@ pub fn foo_crd() -> CustomResourceDefinition {
     CustomResourceDefinition {
         metadata: ObjectMeta {
             name: Some(format!("{plural}.{group}")),
+            // Its group is a Kubernetes community one (`*.k8s.io`), whose CRDs need an API
+            // approval; Kubernetes' sample-controller says, as this, that it has none.
+            annotations: Some(
+                [(
+                    "api-approved.kubernetes.io".to_owned(),
+                    "unapproved, experimental-only; please get an approval from Kubernetes API reviewers if you're trying to develop a CRD in the *.k8s.io or *.kubernetes.io groups".to_owned(),
+                )]
+                .into(),
+            ),
             ..ObjectMeta::default()
         },
         spec: CustomResourceDefinitionSpec {
