@@ -303,7 +303,8 @@ impl Run {
 
 /// `value` as a CEL value, typed by its schema `node` as kube types it: objects as maps with
 /// string keys, integers as `int` (`uint` past its range), numbers as `double` (an integral
-/// value of a `number` field too).
+/// value of a `number` field too), strings of the `date-time`, `date`, `duration` and `byte`
+/// formats as `timestamp`, `duration` and `bytes`.
 fn cel_value(value: &Value, node: Option<&Node>) -> CelValue {
     match value {
         Value::Null => CelValue::Null,
@@ -316,7 +317,10 @@ fn cel_value(value: &Value, node: Option<&Node>) -> CelValue {
                 _ => CelValue::Float(number.as_f64().unwrap_or(0.0)),
             }
         }
-        Value::String(text) => CelValue::String(std::sync::Arc::new(text.clone())),
+        Value::String(text) => node
+            .and_then(|node| node.checks.as_ref()?.format.as_deref())
+            .and_then(|format| super::typed_strings::typed(format, text))
+            .unwrap_or_else(|| CelValue::String(std::sync::Arc::new(text.clone()))),
         Value::Array(items) => {
             let items_node = node.and_then(|node| node.items.as_deref());
             CelValue::List(std::sync::Arc::new(
@@ -390,6 +394,50 @@ mod tests {
                 "spec: Invalid value: min must not exceed max",
                 "spec.secret: Forbidden: is not allowed",
                 r#"spec.name: Invalid value: "bad": failed rule: self.startsWith('w-')"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn date_times_durations_and_bytes_are_typed_by_their_format() {
+        let schema = Node::compile(&json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "properties": {
+                    "since": {"type": "string", "format": "date-time"},
+                    "until": {"type": "string", "format": "date"},
+                    "timeout": {"type": "string", "format": "duration"},
+                    "payload": {"type": "string", "format": "byte"},
+                },
+                "x-kubernetes-validations": [
+                    {"rule": "self.since < self.until", "message": "since must come before until"},
+                    {"rule": "self.since + self.timeout <= self.until"},
+                    {"rule": "self.timeout <= duration('1h')", "messageExpression": "'timeout ' + string(self.timeout) + ' is over an hour'"},
+                    {"rule": "size(self.payload) <= 4"},
+                    {"rule": "self.since > timestamp('2020-01-01T00:00:00Z')"},
+                ],
+            }},
+        }));
+        let errors = |spec: Value| -> Vec<String> {
+            validate(&schema, &json!({"spec": spec}), None)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        // "aGk=" is two bytes: "hi".
+        let good = json!({"since": "2024-01-02T03:04:05Z", "until": "2024-01-03",
+                          "timeout": "30m", "payload": "aGk="});
+        assert!(errors(good).is_empty());
+        let bad = json!({"since": "2024-01-02T23:30:00+00:00", "until": "2024-01-02",
+                         "timeout": "90m", "payload": "aGVsbG8="});
+        assert_eq!(
+            errors(bad),
+            [
+                "spec: Invalid value: since must come before until",
+                "spec: Invalid value: failed rule: self.since + self.timeout <= self.until",
+                "spec: Invalid value: timeout 5400s is over an hour",
+                "spec: Invalid value: failed rule: size(self.payload) <= 4",
             ]
         );
     }
