@@ -5,9 +5,9 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::LazyLock;
 
-use base64::Engine as _;
 use regex::Regex;
 
+use super::typed_strings;
 use crate::storage::meta::{is_dns1035_label, is_dns1123_subdomain};
 
 /// Whether `text` is of `format`; `None` for a format kube does not check (it strips those
@@ -31,12 +31,11 @@ pub fn is_valid(format: &str, text: &str) -> Option<bool> {
         "hexcolor" => HEX_COLOR.is_match(text),
         "rgbcolor" => RGB_COLOR.is_match(text),
         "ssn" => SSN.is_match(text),
-        "byte" => base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .is_ok(),
-        "date" => text.len() == 10 && text.parse::<jiff::civil::Date>().is_ok(),
-        "datetime" => is_date_time(text),
-        "duration" => DURATION.is_match(text),
+        // The formats CEL rules see typed are read by the same functions that type them.
+        "byte" => typed_strings::bytes(text).is_some(),
+        "date" => typed_strings::date(text).is_some(),
+        "datetime" => typed_strings::date_time(text).is_some(),
+        "duration" => typed_strings::duration(text).is_some(),
         "k8sshortname" => text.len() <= 63 && is_dns1035_label(text),
         "k8slongname" => is_dns1123_subdomain(text),
         _ => return None,
@@ -74,14 +73,6 @@ static RGB_COLOR: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 static SSN: LazyLock<Regex> = LazyLock::new(|| compiled("^\\d{3}[- ]?\\d{2}[- ]?\\d{4}$"));
-/// Go's `time.ParseDuration` (`1h30m`, `-1.5s`, `0`) or the `<n> <unit>` form go-openapi
-/// also reads (`3 days`).
-static DURATION: LazyLock<Regex> = LazyLock::new(|| {
-    compiled(
-        "^(0|[-+]?(\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h)([-+]?(\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h))*|\\d+\\s*(ns|us|µs|ms|s|m|h|d|w|nanoseconds?|microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?))$",
-    )
-});
-
 /// Go's `url.ParseRequestURI`: an absolute URI or an absolute path, without spaces.
 fn is_request_uri(text: &str) -> bool {
     if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -152,11 +143,6 @@ fn is_mac(text: &str) -> bool {
                 .all(|group| group.len() == width && group.bytes().all(|b| b.is_ascii_hexdigit()))
     };
     groups(':', [6, 8, 20], 2) || groups('-', [6, 8, 20], 2) || groups('.', [3, 4, 10], 4)
-}
-
-/// A date and time of RFC 3339, with or without its offset.
-fn is_date_time(text: &str) -> bool {
-    text.parse::<jiff::Timestamp>().is_ok() || text.parse::<jiff::civil::DateTime>().is_ok()
 }
 
 #[cfg(test)]
