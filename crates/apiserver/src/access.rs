@@ -5,12 +5,14 @@
 //! written `resource/subresource` (`foos/status`). This server does not authorize, but it
 //! notes each distinct triple it was asked for, so that a test can check a controller's
 //! ClusterRole against what the controller really does. The triples are bounded: verbs are
-//! those eight, resources and subresources those the server serves.
+//! those eight, resources and subresources those the server serves (or served: a CRD's stay
+//! noted after it is deleted, until [`Accesses::clear`]).
 //!
 //! They are also noted per user, the user being the one a request impersonates
 //! (`Impersonate-User`, as kube-client's `Config::auth_info.impersonate` sends it): a test
 //! runs its controller as its service account (`system:serviceaccount:NAMESPACE:NAME`) and
-//! reads that user's accesses apart from its own. At most [`MAX_USERS`] users are told apart.
+//! reads that user's accesses apart from its own. At most [`MAX_USERS`] users, of names up to
+//! [`MAX_USER_NAME`] bytes, are told apart: the names come from request headers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -42,6 +44,10 @@ impl fmt::Display for Access {
 /// How many impersonated users' accesses are kept apart; later users' accesses are only in
 /// [`Accesses::seen`]. Users come from request headers, so their number is bounded.
 pub const MAX_USERS: usize = 256;
+
+/// The longest user name whose accesses are kept apart (a service account's is at most
+/// 337 bytes: `system:serviceaccount:`, a namespace of 63, `:`, a name of 253).
+pub const MAX_USER_NAME: usize = 1024;
 
 /// The accesses a server has seen, each once.
 ///
@@ -91,7 +97,7 @@ impl Accesses {
             verb: verb.to_owned(),
         };
         let mut seen = self.seen.lock();
-        if let Some(user) = user {
+        if let Some(user) = user.filter(|user| user.len() <= MAX_USER_NAME) {
             let users = seen.by_user.len();
             match seen.by_user.get_mut(user) {
                 Some(accesses) if !accesses.contains(&access) => {

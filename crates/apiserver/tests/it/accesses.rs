@@ -126,3 +126,49 @@ async fn an_impersonated_users_accesses_are_kept_apart() {
     );
     assert!(server.accesses().seen_by("nobody").is_empty());
 }
+
+#[tokio::test]
+async fn a_post_to_a_subresource_is_a_create_and_users_past_the_bounds_are_not_told_apart() {
+    use ctrlkit_apiserver::access::{MAX_USER_NAME, MAX_USERS};
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    server.accesses().clear();
+    // An eviction of a Pod that is not there: still asked for.
+    let path = "/api/v1/namespaces/default/pods/gone/eviction";
+    let eviction = serde_json::json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "gone", "namespace": "default"}});
+    let client = kube::Client::new(server.service(), "default");
+    let request = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&eviction).unwrap())
+        .unwrap();
+    assert!(client.request_text(request).await.is_err());
+    assert_eq!(seen(&server), ["create \"\"/pods/eviction"]);
+
+    let as_user = |user: String| {
+        let mut config = kube::Config::new(server.url().parse().unwrap());
+        config.auth_info.impersonate = Some(user);
+        Api::<ConfigMap>::namespaced(kube::Client::try_from(config).unwrap(), "default")
+    };
+    let long = "u".repeat(MAX_USER_NAME + 1);
+    as_user(long.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        server.accesses().seen_by(&long).is_empty(),
+        "a name too long"
+    );
+    for user in 0..MAX_USERS {
+        as_user(format!("user-{user}"))
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+    }
+    as_user("one-too-many".into())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(server.accesses().seen_by("user-0").len(), 1);
+    assert!(server.accesses().seen_by("one-too-many").is_empty());
+    assert!(seen(&server).contains(&"list \"\"/configmaps".to_owned()));
+}
