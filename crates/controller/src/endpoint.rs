@@ -129,8 +129,9 @@ impl Health {
         &self.leader
     }
 
-    /// Marks the process ready or not, whatever its controllers' caches say (for readiness
-    /// that also depends on something else).
+    /// Marks the process ready or not, for readiness that also depends on something else. The
+    /// next controller to finish syncing marks it ready again once it was the last one
+    /// syncing.
     pub fn set_ready(&self, ready: bool) {
         self.ready.ready.store(ready, Ordering::Release);
     }

@@ -100,9 +100,12 @@ impl std::fmt::Debug for Manager {
 impl Manager {
     /// A manager of controllers whose informers come from `factory`.
     pub fn new(factory: SharedInformerFactory) -> Self {
+        let health = Health::default();
+        // Ready once the factory's informers have synced (see `run`).
+        health.expect_sync();
         Self {
             factory: std::sync::Arc::new(factory),
-            health: Health::default(),
+            health,
             controllers: Vec::new(),
             elect: None,
             grace: Some(DEFAULT_GRACEFUL_SHUTDOWN),
@@ -116,8 +119,12 @@ impl Manager {
     }
 
     /// Reports every controller's metrics and health through `health` (add controllers after
-    /// this). Serve it with [`Health::serve`].
+    /// this). Serve it with [`Health::serve`]. `/readyz` passes once the factory's informers
+    /// have synced (and any other controller given the same health has, too); make the
+    /// controllers' informers with [`factory`](Self::factory).
     pub fn health(mut self, health: Health) -> Self {
+        self.health.forget_sync();
+        health.expect_sync();
         self.health = health;
         self
     }
@@ -171,6 +178,8 @@ impl Manager {
     /// grace period.
     pub async fn run(self, cancel: CancellationToken) -> Result<(), ManagerError> {
         let informers = CancellationToken::new();
+        // Whatever way this returns, the informers (and the readiness task below) stop.
+        let _stop_informers = informers.clone().drop_guard();
         self.factory.start(&informers);
         // Ready once the informers are whole, on every replica: a standby is ready to take
         // over, though its controllers only start when it leads.
@@ -182,7 +191,7 @@ impl Manager {
         tokio::spawn(async move {
             let status = factory.wait_for_cache_sync(&synced).await;
             if !synced.is_cancelled() && status.values().all(|&done| done) {
-                health.set_ready(true);
+                health.synced();
             }
         });
         let controllers_stop = cancel.child_token();

@@ -222,3 +222,41 @@ async fn one_election_for_the_managers_controllers_and_the_standby_takes_over() 
     cancel_b.cancel();
     run_b.await.unwrap().unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_health_shared_with_a_lone_controller_waits_for_it_and_the_managers_informers() {
+    use ctrlkit_controller::Health;
+    let (_server, client) = server().await;
+    objects(&client).await;
+    let health = Health::default();
+    let mut manager = Manager::new(SharedInformerFactory::new(client.clone(), Duration::ZERO))
+        .health(health.clone());
+    let informer = manager
+        .factory()
+        .namespaced_informer::<ConfigMap>("default");
+    manager.add(
+        Controller::new("managed", informer),
+        Slow::new(Some(Duration::from_millis(1))),
+    );
+    // A controller of its own reports to the same health; its informer is not started yet.
+    let lone_factory = SharedInformerFactory::new(client, Duration::ZERO);
+    let lone = Controller::new(
+        "lone",
+        lone_factory.namespaced_informer::<Secret>("default"),
+    )
+    .health(health.clone());
+    let cancel = CancellationToken::new();
+    let run_manager = tokio::spawn(manager.run(cancel.clone()));
+    let run_lone =
+        tokio::spawn(lone.run(Slow::new(Some(Duration::from_millis(1))), cancel.clone()));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !health.is_ready(),
+        "ready while the lone controller has not synced"
+    );
+    lone_factory.start(&cancel);
+    eventually(Duration::from_secs(5), || health.is_ready()).await;
+    cancel.cancel();
+    run_manager.await.unwrap().unwrap();
+    run_lone.await.unwrap().unwrap();
+}
