@@ -92,12 +92,15 @@ impl DemoError {
 pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     // An API server's refusal is its Status message, said once (kube-client's Display of it
     // carries the whole Status).
-    if let Some(DemoError::Api(kube::Error::Api(status))) = error.downcast_ref::<DemoError>() {
-        return format!("the API server: {}", status.message);
-    }
-    let api_refusal = |error: &(dyn std::error::Error + 'static)| match error.downcast_ref() {
-        Some(kube::Error::Api(status)) => Some(format!("the API server: {}", status.message)),
-        _ => None,
+    let api_refusal = |error: &(dyn std::error::Error + 'static)| {
+        let status = match error.downcast_ref::<DemoError>() {
+            Some(DemoError::Api(kube::Error::Api(status))) => status,
+            _ => match error.downcast_ref() {
+                Some(kube::Error::Api(status)) => status,
+                _ => return None,
+            },
+        };
+        Some(format!("the API server: {}", status.message))
     };
     if let Some(refusal) = api_refusal(error) {
         return refusal;
@@ -423,14 +426,19 @@ async fn clean_up(client: &Client, namespace: &str, made: &Made) -> Result<(), D
     // The CRD is deleted if the demo created it: interrupted or refused before the create
     // landed, there is nothing to delete.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if made.crd && crds.get_opt(CRD_NAME).await?.is_some() {
-        delete_and_wait(&crds, CRD_NAME, || async { Ok(()) }).await?;
-        cleaned.push("the Foo CRD".to_owned());
+    let crd = async {
+        if made.crd && crds.get_opt(CRD_NAME).await?.is_some() {
+            delete_and_wait(&crds, CRD_NAME, || async { Ok(()) }).await?;
+            cleaned.push("the Foo CRD".to_owned());
+        }
+        Ok::<(), DemoError>(())
     }
+    .await;
+    // What was cleaned up is said even when the rest could not be.
     if !cleaned.is_empty() {
         println!("cleaned up: {}", cleaned.join(", "));
     }
-    Ok(())
+    crd
 }
 
 /// Removes the finalizer of every Foo that still has one.

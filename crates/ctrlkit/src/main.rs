@@ -332,6 +332,23 @@ fn random_suffix() -> String {
         .collect()
 }
 
+/// `--namespace NAME` checked as a namespace name (a DNS label): a one-line reason if not.
+pub(crate) fn namespace_flag(namespace: &str) -> Result<(), String> {
+    let label = namespace.len() <= 63
+        && namespace
+            .bytes()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
+        && namespace.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && namespace.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if label {
+        Ok(())
+    } else {
+        Err(format!(
+            "--namespace {namespace:?} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+        ))
+    }
+}
+
 /// Checks the demo's flags before anything starts: a one-line reason for the first problem.
 fn demo_flags(
     foos: usize,
@@ -351,17 +368,7 @@ fn demo_flags(
     if workers == 0 {
         return Err("--workers must be at least 1".into());
     }
-    let label = namespace.len() <= 63
-        && namespace
-            .bytes()
-            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
-        && namespace.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && namespace.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if !label {
-        return Err(format!(
-            "--namespace {namespace:?} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
-        ));
-    }
+    namespace_flag(namespace)?;
     if let Some(path) = kubeconfig {
         if path.is_dir() {
             return Err(format!(

@@ -137,28 +137,22 @@ fn check(options: &NewOptions) -> Result<(), NewError> {
             "--group {group:?} must be a lowercase DNS name with a dot (example.com)"
         )));
     }
-    let namespace = &options.namespace;
-    let namespace_ok = namespace.len() <= 63
-        && namespace.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && namespace.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && namespace
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !namespace_ok {
-        return Err(NewError::Invalid(format!(
-            "--namespace {namespace:?} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
-        )));
-    }
+    crate::namespace_flag(&options.namespace).map_err(NewError::Invalid)?;
     if let CtrlkitSource::Version(version) = &options.ctrlkit {
-        // A Cargo version requirement: an optional operator, then one to three dot-separated
-        // numbers (a pre-release or build suffix on the last).
-        let numbers = version.trim_start_matches(['^', '~', '=']);
-        let (core, _suffix) = numbers.split_once(['-', '+']).unwrap_or((numbers, ""));
+        // A Cargo version requirement: at most one operator, then one to three dot-separated
+        // numbers, then perhaps a pre-release or build suffix of letters, digits, '.' and '-'.
+        let numbers = version
+            .strip_prefix(['^', '~', '='])
+            .unwrap_or(version.as_str());
+        let (core, suffix) = numbers.split_once(['-', '+']).unwrap_or((numbers, ""));
         let parts: Vec<&str> = core.split('.').collect();
         let version_ok = (1..=3).contains(&parts.len())
             && parts
                 .iter()
-                .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()));
+                .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
+            && suffix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
         if !version_ok {
             return Err(NewError::Invalid(format!(
                 "--ctrlkit-version {version:?} is not a version requirement (0.1, ^0.1.2, =0.1.0)"
@@ -313,7 +307,15 @@ mod tests {
             good.ctrlkit = CtrlkitSource::Version(version.into());
             assert!(check(&good).is_ok(), "{version}");
         }
-        for version in ["notaversion", "", "1..2", "1.2.3.4", "latest"] {
+        for version in [
+            "notaversion",
+            "",
+            "1..2",
+            "1.2.3.4",
+            "latest",
+            "^^0.1",
+            "0.1.0-\"x",
+        ] {
             let mut bad = options("Gizmo", "example.org");
             bad.ctrlkit = CtrlkitSource::Version(version.into());
             assert!(check(&bad).is_err(), "{version}");

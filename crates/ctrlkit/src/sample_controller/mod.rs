@@ -48,8 +48,9 @@ pub const NAME: &str = "sample-controller";
 /// and its reconciler. Events go out as `events.k8s.io/v1` Events reported by [`NAME`] from
 /// this host. The informers come from `factory`: start it after this call. The caller
 /// may still set `.workers(n)`, `.leader_election(lock, config)`, `.health(health)` and the
-/// rest on the controller. The reconciler writes as client-go's sample-controller does;
-/// [`SampleController::with_writes`] makes it apply instead.
+/// rest on the controller. The reconciler writes by server-side apply;
+/// [`SampleController::with_writes`] with [`Writes::Patch`] makes it create and merge-patch
+/// as client-go's sample-controller does.
 pub fn build(
     client: Client,
     factory: &SharedInformerFactory,
