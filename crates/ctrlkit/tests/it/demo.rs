@@ -145,19 +145,21 @@ impl Cluster {
         kube::Client::try_from(config).unwrap()
     }
 
-    /// Faults the next requests as the admin endpoint's `fail` does (`query` after `fail?`).
-    async fn fault(&self, query: &str) {
-        let request = http::Request::post(format!("/admin/faults/fail?{query}"))
+    /// Posts to the admin endpoint's `action` (`fail?…`, `clear`).
+    async fn admin(&self, action: &str) {
+        let request = http::Request::post(format!("/admin/faults/{action}"))
             .body(Vec::new())
             .unwrap();
         self.client().await.request_text(request).await.unwrap();
     }
 
+    /// Faults the next requests as the admin endpoint's `fail` does (`query` after `fail?`).
+    async fn fault(&self, query: &str) {
+        self.admin(&format!("fail?{query}")).await;
+    }
+
     async fn clear_faults(&self) {
-        let request = http::Request::post("/admin/faults/clear")
-            .body(Vec::new())
-            .unwrap();
-        self.client().await.request_text(request).await.unwrap();
+        self.admin("clear").await;
     }
 
     /// What a demo left behind: its namespaces, and whether the Foo CRD is there.

@@ -25,18 +25,20 @@ struct Running {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// A candidate `id` of emulation version `emulation`, with its coordinated elector.
-fn start(client: &kube::Client, id: &str, emulation: &str) -> Running {
-    let cancel = CancellationToken::new();
-    let candidate =
-        LeaseCandidate::new(client.clone(), "default", id, LEASE).versions("1.34.0", emulation);
+/// A coordinated elector for the lease `lease` as `id`, its lease 3 s; whether it leads.
+fn coordinated_elector(
+    client: &kube::Client,
+    lease: &str,
+    id: &str,
+    retry_period: Duration,
+) -> (LeaderElector<LeaseLock>, Arc<AtomicBool>) {
     let leading = Arc::new(AtomicBool::new(false));
     let config = LeaderElectionConfig {
         lease_duration: Duration::from_secs(3),
         renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(500),
+        retry_period,
         coordinated: true,
-        name: LEASE.into(),
+        name: lease.into(),
         ..LeaderElectionConfig::default()
     };
     let callbacks = LeaderCallbacks::new(
@@ -53,8 +55,19 @@ fn start(client: &kube::Client, id: &str, emulation: &str) -> Running {
         },
         || {},
     );
-    let lock = LeaseLock::new(client.clone(), "default", LEASE, id);
-    let elector = LeaderElector::new(lock, config, callbacks).unwrap();
+    let lock = LeaseLock::new(client.clone(), "default", lease, id);
+    (
+        LeaderElector::new(lock, config, callbacks).unwrap(),
+        leading,
+    )
+}
+
+/// A candidate `id` of emulation version `emulation`, with its coordinated elector.
+fn start(client: &kube::Client, id: &str, emulation: &str) -> Running {
+    let cancel = CancellationToken::new();
+    let candidate =
+        LeaseCandidate::new(client.clone(), "default", id, LEASE).versions("1.34.0", emulation);
+    let (elector, leading) = coordinated_elector(client, LEASE, id, Duration::from_millis(500));
     let tasks = vec![
         tokio::spawn({
             let cancel = cancel.clone();
@@ -198,30 +211,7 @@ async fn hold_coordinated(preferred: Option<&str>) -> (bool, bool) {
     };
     leases.create(&PostParams::default(), &lease).await.unwrap();
 
-    let leading = Arc::new(AtomicBool::new(false));
-    let config = LeaderElectionConfig {
-        lease_duration: Duration::from_secs(3),
-        renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(200),
-        coordinated: true,
-        name: "held".into(),
-        ..LeaderElectionConfig::default()
-    };
-    let callbacks = LeaderCallbacks::new(
-        {
-            let leading = Arc::clone(&leading);
-            move |token: CancellationToken| {
-                let leading = Arc::clone(&leading);
-                async move {
-                    leading.store(true, Ordering::SeqCst);
-                    token.cancelled().await;
-                }
-            }
-        },
-        || {},
-    );
-    let lock = LeaseLock::new(client.clone(), "default", "held", "a");
-    let elector = LeaderElector::new(lock, config, callbacks).unwrap();
+    let (elector, leading) = coordinated_elector(&client, "held", "a", Duration::from_millis(200));
     let cancel = CancellationToken::new();
     let run = tokio::spawn({
         let cancel = cancel.clone();
@@ -229,10 +219,11 @@ async fn hold_coordinated(preferred: Option<&str>) -> (bool, bool) {
     });
     tokio::time::sleep(Duration::from_secs(2)).await;
     let spec = leases.get("held").await.unwrap().spec.unwrap();
+    let led = leading.load(Ordering::SeqCst);
     cancel.cancel();
     run.await.unwrap();
     let renewed = spec.renew_time.is_some_and(|time| time.0 > renewed_at);
-    (leading.load(Ordering::SeqCst), renewed)
+    (led, renewed)
 }
 
 /// client-go's `tryCoordinatedRenew`: the holder the server gave the lease to renews it, but
