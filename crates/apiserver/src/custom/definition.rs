@@ -531,6 +531,14 @@ fn schema_errors(schema: &Value, base: &str, status_enabled: bool) -> Vec<FieldE
     if structural.is_empty() {
         default_errors(&Node::compile(schema), base, &mut structural);
     }
+    // The rules' estimated cost is checked once the schema itself is sound (kube: no schema
+    // errors; a rule that does not compile is left out).
+    if structural
+        .iter()
+        .all(|error| error.field.contains("x-kubernetes-validations"))
+    {
+        cost_errors(schema, base, &mut Vec::new(), &mut structural);
+    }
     errors.extend(structural);
     if status_enabled && schema["type"].as_str().is_some_and(|t| t != "object") {
         errors.push(FieldError::invalid(
@@ -540,6 +548,71 @@ fn schema_errors(schema: &Value, base: &str, status_enabled: bool) -> Vec<FieldE
         ));
     }
     errors
+}
+
+/// The rules under `node` (at `path`, under ancestors that multiply how often it occurs by
+/// `factors`) whose estimated cost is surely over kube's budget, in kube's words (see
+/// [`static_cost`](crate::structural::static_cost)).
+fn cost_errors(
+    node: &Value,
+    path: &str,
+    factors: &mut Vec<Option<u64>>,
+    errors: &mut Vec<FieldError>,
+) {
+    use crate::structural::static_cost;
+    let rules = node["x-kubernetes-validations"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    for (index, rule) in rules.enumerate() {
+        let base = format!("{path}.x-kubernetes-validations[{index}]");
+        if let Ok(program) = environment().compile(text(&rule["rule"]))
+            && static_cost::rule_refused(
+                program.expression(),
+                node,
+                static_cost::cardinality(factors, node),
+            )
+        {
+            errors.push(FieldError::new(
+                FieldErrorKind::Forbidden,
+                format!("{base}.rule"),
+                Value::Null,
+                static_cost::over_budget("estimated rule cost"),
+            ));
+        }
+        if let Some(expression) = rule.get("messageExpression").and_then(Value::as_str)
+            && let Ok(program) = environment().compile(expression)
+            && static_cost::message_refused(program.expression(), node)
+        {
+            errors.push(FieldError::new(
+                FieldErrorKind::Forbidden,
+                format!("{base}.messageExpression"),
+                Value::Null,
+                static_cost::over_budget("estimated messageExpression cost"),
+            ));
+        }
+    }
+    factors.push(static_cost::child_factor(node));
+    for (name, property) in node["properties"].as_object().into_iter().flatten() {
+        cost_errors(
+            property,
+            &format!("{path}.properties[{name}]"),
+            factors,
+            errors,
+        );
+    }
+    if node["items"].is_object() {
+        cost_errors(&node["items"], &format!("{path}.items"), factors, errors);
+    }
+    if node["additionalProperties"].is_object() {
+        cost_errors(
+            &node["additionalProperties"],
+            &format!("{path}.additionalProperties"),
+            factors,
+            errors,
+        );
+    }
+    factors.pop();
 }
 
 /// The errors of the defaults under `node` (at `path` of the CRD): each must have no field

@@ -23,7 +23,7 @@ pub(crate) mod formats;
 mod json_path;
 mod list_type;
 mod old_items;
-mod property_names;
+pub(crate) mod property_names;
 mod rules;
 pub mod table;
 mod typed_strings;

@@ -9,6 +9,7 @@ mod checks;
 mod library;
 pub mod rule_cost;
 mod rules;
+pub mod static_cost;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1331,3 +1331,31 @@ async fn a_crd_naming_a_built_in_resource_never_takes_its_place_or_its_objects()
     let still = get(&client, &format!("{leases}/held")).await.unwrap();
     assert_eq!(still["spec"]["holderIdentity"], "a");
 }
+
+#[tokio::test]
+async fn a_rule_whose_estimated_cost_is_far_over_budget_refuses_the_crd() {
+    let (_server, client) = server().await;
+    let crd = |max_items: Option<u64>| {
+        let mut tags = json!({"type": "array", "items": {"type": "string"},
+            "x-kubernetes-validations": [{"rule": "self.all(x, self.exists_one(y, x == y))",
+                                          "message": "tags must be unique"}]});
+        if let Some(max) = max_items {
+            tags["maxItems"] = json!(max);
+        }
+        widget_crd(json!([{"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {"tags": tags}}}}}}]))
+    };
+    let refused = send(&client, "POST", CRDS, "application/json", crd(None))
+        .await
+        .unwrap_err();
+    assert_eq!((refused.code, refused.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        refused.message,
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.validation.openAPIV3Schema.properties[spec].properties[tags].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    );
+    // Bounded, the same rule is cheap enough.
+    send(&client, "POST", CRDS, "application/json", crd(Some(64)))
+        .await
+        .unwrap();
+}
