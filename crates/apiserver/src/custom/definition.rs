@@ -560,12 +560,7 @@ fn cost_errors(
     errors: &mut Vec<FieldError>,
 ) {
     use crate::structural::static_cost;
-    let rules = node["x-kubernetes-validations"]
-        .as_array()
-        .into_iter()
-        .flatten();
-    for (index, rule) in rules.enumerate() {
-        let base = format!("{path}.x-kubernetes-validations[{index}]");
+    for (base, rule) in rules_at(node, path) {
         if let Ok(program) = environment().compile(text(&rule["rule"]))
             && static_cost::rule_refused(
                 program.expression(),
@@ -849,16 +844,21 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
     }
 }
 
+/// Each CEL rule of `node` (at `path`) with its own path, `…x-kubernetes-validations[i]`.
+fn rules_at<'a>(node: &'a Value, path: &'a str) -> impl Iterator<Item = (String, &'a Value)> {
+    node["x-kubernetes-validations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(move |(index, rule)| (format!("{path}.x-kubernetes-validations[{index}]"), rule))
+}
+
 /// The errors of a node's CEL rules: each must be given and compile, as must its message
 /// expression, and its reason be one kube knows.
 fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
     const REASONS: &str = r#"supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#;
-    let rules = node["x-kubernetes-validations"]
-        .as_array()
-        .into_iter()
-        .flatten();
-    for (index, rule) in rules.enumerate() {
-        let base = format!("{path}.x-kubernetes-validations[{index}]");
+    for (base, rule) in rules_at(node, path) {
         let source = text(&rule["rule"]);
         if source.is_empty() {
             errors.push(FieldError::required(
