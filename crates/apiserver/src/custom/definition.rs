@@ -688,10 +688,11 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
                 "must not be used at the root",
             ));
         }
+        // `true` beside properties is allowed; `false` or a schema is a map's, not a struct's.
         if fields
             .get("properties")
             .is_some_and(|p| p.as_object().is_some_and(|p| !p.is_empty()))
-            && additional != &Value::Bool(false)
+            && (additional == &Value::Bool(false) || additional.is_object())
         {
             errors.push(FieldError::new(
                 FieldErrorKind::Forbidden,
@@ -1149,6 +1150,26 @@ mod tests {
             messages(&bad),
             [r#"spec.group: Invalid value: "example": should be a domain with at least one dot"#]
         );
+    }
+
+    #[test]
+    fn properties_allow_additional_properties_true_but_not_false_or_a_schema() {
+        let with = |additional: Value| {
+            let mut crd = crd();
+            crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+                "type": "object",
+                "properties": {"spec": {"type": "object",
+                    "properties": {"a": {"type": "string"}},
+                    "additionalProperties": additional}},
+            });
+            messages(&crd)
+        };
+        assert!(with(json!(true)).is_empty(), "{:?}", with(json!(true)));
+        let refused = [
+            "spec.validation.openAPIV3Schema.properties[spec].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive",
+        ];
+        assert_eq!(with(json!(false)), refused);
+        assert_eq!(with(json!({"type": "string"})), refused);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! (apiextensions-apiserver's `validation.go`, cel-go's cost estimator).
 //!
 //! The estimate here is a lower bound of kube's, so that no CRD kube accepts is refused: each
-//! identifier and field selection counts 1 (cel-go counts at least that), calls and literals
-//! nothing more, and a comprehension its step once per element of the list or map it ranges
+//! use of a variable (`self`, `oldSelf`, a comprehension's element) and each field selected
+//! from an object counts 1 (cel-go counts at least that), anything else nothing more, and a comprehension its step once per element of the list or map it ranges
 //! over, at the most elements its schema allows (`maxItems`, `maxProperties`, or as many as fit
 //! in a 3 MiB request, with each element counted at least as large as kube counts it). Times
 //! the number of places the rule runs in one object, as kube counts them. A rule is refused
@@ -62,17 +62,19 @@ pub fn cardinality(factors: &[Option<u64>], node: &Value) -> u64 {
 }
 
 /// The factor by which `schema` multiplies how often its children occur: a list's `maxItems`,
-/// a map's `maxProperties` (`None`: unbounded), an object's or a scalar's 1.
+/// an object's with `additionalProperties` (a schema, or `true` beside properties) its
+/// `maxProperties` (`None`: unbounded), any other object's or a scalar's 1 (kube's
+/// `extractMaxElements`).
 pub fn child_factor(schema: &Value) -> Option<u64> {
     let bound = |field: &str| schema[field].as_i64().map(|n| n.max(0).unsigned_abs());
     match schema["type"].as_str() {
         Some("array") => bound("maxItems"),
-        Some("object") if schema["additionalProperties"].is_object() => bound("maxProperties"),
+        Some("object") if !schema["additionalProperties"].is_null() => bound("maxProperties"),
         _ => Some(1),
     }
 }
 
-/// What a name stands for in a rule.
+/// What a variable stands for in a rule.
 #[derive(Clone, Copy)]
 enum Binding<'a> {
     /// A value of this schema.
@@ -91,11 +93,20 @@ fn lower_bound(expression: &IdedExpr, scope: &HashMap<&str, Binding<'_>>) -> u64
         })
     };
     match &expression.expr {
+        // A name that is no variable (a function's namespace, a type) may cost nothing.
         Expr::Ident(name) => match scope.get(name.as_str()) {
-            Some(Binding::Accumulator) => 0,
-            _ => 1,
+            Some(Binding::Schema(_) | Binding::Unknown) => 1,
+            Some(Binding::Accumulator) | None => 0,
         },
-        Expr::Select(select) => 1_u64.saturating_add(lower_bound(&select.operand, scope)),
+        // cel-go charges a selection from an object (a map or struct), and nothing for a
+        // presence test (kube turns that charge off).
+        Expr::Select(select) => {
+            let from_object = !select.test
+                && schema_of(&select.operand, scope).is_some_and(|schema| {
+                    schema["type"] == "object" && schema["x-kubernetes-int-or-string"] != true
+                });
+            u64::from(from_object).saturating_add(lower_bound(&select.operand, scope))
+        }
         Expr::Literal(_) | Expr::Unspecified => 0,
         Expr::Call(call) => sum(&mut call.target.as_deref().into_iter().chain(&call.args)),
         Expr::List(list) => sum(&mut list.elements.iter()),
@@ -215,7 +226,8 @@ fn min_size(schema: &Value) -> u64 {
             required.iter().fold(2_u64, |size, name| {
                 match properties.and_then(|properties| properties.get(*name)) {
                     // A defaulted field is filled in by the server: the request may omit it.
-                    Some(property) if property.get("default").is_none() => size
+                    // (`default: null` is no default.)
+                    Some(property) if property["default"].is_null() => size
                         .saturating_add(name.len() as u64)
                         .saturating_add(min_size(property))
                         .saturating_add(4),
@@ -286,6 +298,15 @@ mod tests {
                            "mode": {"type": "string", "default": "fast"}}});
         // {} + "name":"" + "port":0 (the defaulted mode may be omitted).
         assert_eq!(min_size(&object), 2 + (4 + 2 + 4) + (4 + 1 + 4));
+        // `default: null` is no default: the field counts.
+        let nulled = json!({"type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string", "nullable": true, "default": null}}});
+        assert_eq!(min_size(&nulled), 2 + (4 + 2 + 4));
+        assert_eq!(
+            child_factor(&json!({"type": "object", "additionalProperties": true,
+            "properties": {"a": {"type": "string"}}, "maxProperties": 7})),
+            Some(7)
+        );
         let map = json!({"type": "object", "additionalProperties": {"type": "integer"}});
         assert_eq!(max_elements(&map), Some((MAX_REQUEST_BYTES - 2) / 7));
         let rule = parse("self.all(k, self.exists(j, k == j))");
