@@ -34,13 +34,13 @@ fn text(value: &Value) -> &str {
 
 /// The errors of `crd` (as decoded and defaulted: `singular` and `listKind` filled in).
 pub fn validate(crd: &Value) -> Vec<FieldError> {
-    let mut errors = checks(crd);
+    let mut errors = checks(crd, None);
     errors.extend(super::api_approval::errors(crd, None));
     errors
 }
 
-/// What [`validate`] and [`validate_update`] both check.
-fn checks(crd: &Value) -> Vec<FieldError> {
+/// What [`validate`] and [`validate_update`] both check (`old`: the CRD an update replaces).
+fn checks(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let spec = &crd["spec"];
     let names = &spec["names"];
@@ -128,10 +128,23 @@ fn checks(crd: &Value) -> Vec<FieldError> {
             && let Some(base) = schema_at(index)
         {
             let subresources = &version["subresources"];
+            // As kube: the rules' estimated cost is not checked again on an update that keeps
+            // the version's schema (a stored CRD stays updatable).
+            let schema_kept = old.is_some_and(|old| {
+                old["spec"]["versions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|kept| {
+                        kept["name"] == version["name"]
+                            && kept["schema"]["openAPIV3Schema"] == *schema
+                    })
+            });
             errors.extend(schema_errors(
                 schema,
                 &base,
                 subresources["status"].is_object(),
+                !schema_kept,
             ));
         }
         if let Some(scale) = version["subresources"]
@@ -407,7 +420,7 @@ fn service_errors(service: &Value, path: &str) -> Vec<FieldError> {
 /// (`status.storedVersions`, which the update keeps) must still be in `spec.versions` (kube's
 /// `validateCustomResourceDefinitionSpecUpdate` and `ValidateCustomResourceDefinitionStoredVersions`).
 pub fn validate_update(crd: &Value, old: &Value) -> Vec<FieldError> {
-    let mut errors = checks(crd);
+    let mut errors = checks(crd, Some(old));
     let established = old["status"]["conditions"]
         .as_array()
         .into_iter()
@@ -514,7 +527,12 @@ enum Level {
 
 /// The errors of a version's schema: what makes it not structural, and value validations that
 /// cannot work. Sorted by their text, as kube sorts them.
-fn schema_errors(schema: &Value, base: &str, status_enabled: bool) -> Vec<FieldError> {
+fn schema_errors(
+    schema: &Value,
+    base: &str,
+    status_enabled: bool,
+    check_cost: bool,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if schema["nullable"] == true {
         errors.push(FieldError::new(
@@ -533,9 +551,10 @@ fn schema_errors(schema: &Value, base: &str, status_enabled: bool) -> Vec<FieldE
     }
     // The rules' estimated cost is checked once the schema itself is sound (kube: no schema
     // errors; a rule that does not compile is left out).
-    if structural
-        .iter()
-        .all(|error| error.field.contains("x-kubernetes-validations"))
+    if check_cost
+        && structural
+            .iter()
+            .all(|error| error.field.contains("x-kubernetes-validations"))
     {
         cost_errors(schema, base, &mut Vec::new(), &mut structural);
     }
@@ -1150,6 +1169,31 @@ mod tests {
             messages(&bad),
             [r#"spec.group: Invalid value: "example": should be a domain with at least one dot"#]
         );
+    }
+
+    #[test]
+    fn a_rule_over_budget_is_refused_on_create_and_on_an_update_that_changes_its_schema_only() {
+        let mut costly = crd();
+        costly["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+            "type": "object",
+            "properties": {"tags": {"type": "array", "items": {"type": "string"},
+                "x-kubernetes-validations": [{"rule": "self.all(x, self.exists_one(y, x == y))"}]}},
+        });
+        let refused = [
+            "spec.validation.openAPIV3Schema.properties[tags].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)",
+        ];
+        assert_eq!(messages(&costly), refused);
+        // Stored before the check (say, in a data directory): its schema kept, it may change.
+        let mut relabeled = costly.clone();
+        relabeled["metadata"]["labels"] = json!({"team": "a"});
+        let texts = |errors: Vec<FieldError>| -> Vec<String> {
+            errors.iter().map(ToString::to_string).collect()
+        };
+        assert!(texts(validate_update(&relabeled, &costly)).is_empty());
+        let mut changed = costly.clone();
+        changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["tags"]["items"]
+            ["maxLength"] = json!(10);
+        assert_eq!(texts(validate_update(&changed, &costly)), refused);
     }
 
     #[test]
