@@ -4,10 +4,11 @@
 //!
 //! The estimate here is a lower bound of kube's, so that no CRD kube accepts is refused: each
 //! use of a variable (`self`, `oldSelf`, a comprehension's element) and each field selected
-//! from an object counts 1 (cel-go counts at least that), anything else nothing more, and a comprehension its step once per element of the list or map it ranges
-//! over, at the most elements its schema allows (`maxItems`, `maxProperties`, or as many as fit
-//! in a 3 MiB request, with each element counted at least as large as kube counts it). Times
-//! the number of places the rule runs in one object, as kube counts them. A rule is refused
+//! from an object counts 1 (cel-go counts at least that), anything else nothing more, and a
+//! comprehension its step once per element of the list or map it ranges over, at the most
+//! elements its schema allows (`maxItems`, `maxProperties`, or as many as fit in a 3 MiB
+//! request, with each element counted at least as large as kube counts it). Times the number
+//! of places the rule runs in one object, as kube counts them. A rule is refused
 //! only when that bound is over 100 times the limit, which kube words as "more than 100x" with
 //! no factor to match: the quadratic rules (a comprehension over an unbounded list inside
 //! another) that kube's estimate exists to catch. Rules between the limit and 100 times it are
