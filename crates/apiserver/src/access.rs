@@ -72,8 +72,47 @@ pub struct Accesses {
 
 #[derive(Debug, Default)]
 struct Seen {
-    all: BTreeSet<Access>,
-    by_user: BTreeMap<String, BTreeSet<Access>>,
+    all: Noted,
+    by_user: BTreeMap<String, Noted>,
+}
+
+/// Verbs by group and resource. Looked up by borrowed names, so that noting an access seen
+/// before (nearly every request's) allocates nothing.
+#[derive(Debug, Default)]
+struct Noted(BTreeMap<String, BTreeMap<String, BTreeSet<&'static str>>>);
+
+impl Noted {
+    fn note(&mut self, group: &str, resource: &str, verb: &'static str) {
+        let known = self
+            .0
+            .get(group)
+            .and_then(|resources| resources.get(resource))
+            .is_some_and(|verbs| verbs.contains(verb));
+        if !known {
+            self.0
+                .entry(group.to_owned())
+                .or_default()
+                .entry(resource.to_owned())
+                .or_default()
+                .insert(verb);
+        }
+    }
+
+    /// In order of group, resource and verb.
+    fn accesses(&self) -> Vec<Access> {
+        self.0
+            .iter()
+            .flat_map(|(group, resources)| {
+                resources.iter().flat_map(move |(resource, verbs)| {
+                    verbs.iter().map(move |verb| Access {
+                        group: group.clone(),
+                        resource: resource.clone(),
+                        verb: (*verb).to_owned(),
+                    })
+                })
+            })
+            .collect()
+    }
 }
 
 impl Accesses {
@@ -82,44 +121,39 @@ impl Accesses {
     pub(crate) fn record(
         &self,
         user: Option<&str>,
-        verb: &str,
+        verb: &'static str,
         group: &str,
         plural: &str,
         subresource: Option<&str>,
     ) {
+        let with_subresource;
         let resource = match subresource {
-            Some(subresource) => format!("{plural}/{subresource}"),
-            None => plural.to_owned(),
-        };
-        let access = Access {
-            group: group.to_owned(),
-            resource,
-            verb: verb.to_owned(),
+            Some(subresource) => {
+                with_subresource = format!("{plural}/{subresource}");
+                with_subresource.as_str()
+            }
+            None => plural,
         };
         let mut seen = self.seen.lock();
+        seen.all.note(group, resource, verb);
         if let Some(user) = user.filter(|user| user.len() <= MAX_USER_NAME) {
             let users = seen.by_user.len();
             match seen.by_user.get_mut(user) {
-                Some(accesses) if !accesses.contains(&access) => {
-                    accesses.insert(access.clone());
-                }
-                Some(_) => {}
+                Some(noted) => noted.note(group, resource, verb),
                 None if users < MAX_USERS => {
-                    seen.by_user
-                        .insert(user.to_owned(), BTreeSet::from([access.clone()]));
+                    let mut noted = Noted::default();
+                    noted.note(group, resource, verb);
+                    seen.by_user.insert(user.to_owned(), noted);
                 }
                 None => {}
             }
-        }
-        if !seen.all.contains(&access) {
-            seen.all.insert(access);
         }
     }
 
     /// Every access seen since the server started (or the last [`clear`](Self::clear)), by
     /// anyone, in order of group, resource and verb.
     pub fn seen(&self) -> Vec<Access> {
-        self.seen.lock().all.iter().cloned().collect()
+        self.seen.lock().all.accesses()
     }
 
     /// The accesses of requests that impersonated `user`, in the same order.
@@ -128,14 +162,14 @@ impl Accesses {
             .lock()
             .by_user
             .get(user)
-            .map(|accesses| accesses.iter().cloned().collect())
+            .map(Noted::accesses)
             .unwrap_or_default()
     }
 
     /// Forgets what was seen (say, the test's own set-up).
     pub fn clear(&self) {
         let mut seen = self.seen.lock();
-        seen.all.clear();
+        seen.all = Noted::default();
         seen.by_user.clear();
     }
 }

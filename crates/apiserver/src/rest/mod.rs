@@ -344,7 +344,7 @@ fn note_access(
     app: &App,
     target: &Target,
     method: &Method,
-    verb: &str,
+    verb: &'static str,
     headers: &axum::http::HeaderMap,
 ) {
     let (kind, subresource) = match target {
