@@ -138,26 +138,12 @@ fn check(options: &NewOptions) -> Result<(), NewError> {
         )));
     }
     crate::namespace_flag(&options.namespace).map_err(NewError::Invalid)?;
-    if let CtrlkitSource::Version(version) = &options.ctrlkit {
-        // A Cargo version requirement: at most one operator, then one to three dot-separated
-        // numbers, then perhaps a pre-release or build suffix of letters, digits, '.' and '-'.
-        let numbers = version
-            .strip_prefix(['^', '~', '='])
-            .unwrap_or(version.as_str());
-        let (core, suffix) = numbers.split_once(['-', '+']).unwrap_or((numbers, ""));
-        let parts: Vec<&str> = core.split('.').collect();
-        let version_ok = (1..=3).contains(&parts.len())
-            && parts
-                .iter()
-                .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
-            && suffix
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
-        if !version_ok {
-            return Err(NewError::Invalid(format!(
-                "--ctrlkit-version {version:?} is not a version requirement (0.1, ^0.1.2, =0.1.0)"
-            )));
-        }
+    if let CtrlkitSource::Version(version) = &options.ctrlkit
+        && semver::VersionReq::parse(version).is_err()
+    {
+        return Err(NewError::Invalid(format!(
+            "--ctrlkit-version {version:?} is not a version requirement (0.1, ^0.1.2, =0.1.0)"
+        )));
     }
     Ok(())
 }
