@@ -206,6 +206,9 @@ async fn hold_coordinated(preferred: Option<&str>) -> (bool, bool) {
             acquire_time: Some(MicroTime(renewed_at)),
             renew_time: Some(MicroTime(renewed_at)),
             preferred_holder: preferred.map(str::to_owned),
+            // As the server's election writes it: kube refuses a preferred holder without a
+            // strategy.
+            strategy: preferred.map(|_| "OldestEmulationVersion".to_owned()),
             ..LeaseSpec::default()
         }),
     };
