@@ -19,6 +19,8 @@
 use cel::common::ast::{CallExpr, EntryExpr, Expr, operators};
 use cel::{Context, IdedExpr, Program, Value};
 
+use super::library::comprehensions::is_binding;
+
 /// The most one run of one expression may cost (`PerCallLimit`).
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
 
@@ -28,7 +30,8 @@ pub const RUNTIME_BUDGET: u64 = 10_000_000;
 /// What running an expression costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cost {
-    /// The same on every value: the expression has no comprehension; its node count.
+    /// The same on every value: the expression has no comprehension and builds or sorts no
+    /// list; its node count.
     Fixed(u64),
     /// Depends on the values: counted on them each time ([`cost_in`]).
     Metered,
@@ -40,8 +43,10 @@ impl Cost {
         /// Counts the nodes; stops at a comprehension.
         fn walk(expression: &IdedExpr, nodes: &mut u64) -> Result<(), ()> {
             *nodes += 1;
-            if matches!(expression.expr, Expr::Comprehension(_)) {
-                return Err(());
+            match &expression.expr {
+                Expr::Comprehension(_) => return Err(()),
+                Expr::Call(call) if sorts_or_builds_list(call) => return Err(()),
+                _ => {}
             }
             for_each_operand(expression, |operand| walk(operand, nodes))
         }
@@ -119,6 +124,16 @@ impl Meter {
     fn count(&mut self, expression: &IdedExpr, context: &Context<'_, '_>) -> Result<(), OverLimit> {
         self.charge(1)?;
         match &expression.expr {
+            Expr::Comprehension(comprehension) if is_binding(comprehension) => {
+                // A binding (`cel.bind`, and the expansions that use it): its result sees the
+                // value bound, which is counted first and so within the limit to evaluate.
+                self.count(&comprehension.accu_init, context)?;
+                let mut inner = context.new_inner_scope();
+                let bound =
+                    Value::resolve(&comprehension.accu_init, context).unwrap_or(Value::Null);
+                inner.add_variable_from_value(comprehension.accu_var.as_str(), bound);
+                self.count(&comprehension.result, &inner)
+            }
             Expr::Comprehension(comprehension) => {
                 self.count(&comprehension.iter_range, context)?;
                 self.count(&comprehension.accu_init, context)?;
@@ -182,15 +197,71 @@ fn size_charge(call: &CallExpr, context: &Context<'_, '_>) -> u64 {
         operators::EQUALS | operators::NOT_EQUALS | operators::ADD => operands.map(sized).sum(),
         "contains" | "startsWith" | "endsWith" | "matches" | "indexOf" | "lastIndexOf"
         | "lowerAscii" | "upperAscii" | "replace" | "split" | "substring" | "trim" | "join"
-        | "charAt" | "reverse" | "find" | "findAll" | "isSorted" | "sum" | "min" | "max"
-        | "url" | "isURL" | "validate" => operands.map(sized).sum(),
+        | "charAt" | "find" | "findAll" | "isSorted" | "sum" | "min" | "max" | "url" | "isURL"
+        | "validate" => operands.map(sized).sum(),
         // Each item of one list is looked for in the other.
         "sets.contains" | "sets.equivalent" | "sets.intersects" => {
             operands.map(sized).fold(1, u64::saturating_mul)
         }
+        // The list extension: by the size of the list made, or for a sort or `distinct`
+        // twice the square of the list's (a tenth more for strings), as cel-go tracks them.
+        // Their operands were counted already, so evaluating them again is within the limit.
+        "lists.range" | "range" => match call.args.first().map(|n| Value::resolve(n, context)) {
+            Some(Ok(Value::Int(n))) => n.max(0).unsigned_abs(),
+            _ => 0,
+        },
+        _ if sorts_or_builds_list(call) => {
+            let list = match call.func_name.as_str() {
+                SORT_BY_KEYS => call.args.first(),
+                _ => call.target.as_deref(),
+            };
+            let items = match list.map(|list| Value::resolve(list, context)) {
+                Some(Ok(Value::List(items))) => items,
+                // The string extension's `reverse`.
+                Some(Ok(Value::String(text))) => return (text.len() as u64).div_ceil(10),
+                _ => return 0,
+            };
+            let size = items.len() as u64;
+            match call.func_name.as_str() {
+                "slice" | "reverse" => size,
+                "flatten" => match call
+                    .args
+                    .first()
+                    .map(|depth| Value::resolve(depth, context))
+                {
+                    Some(Ok(Value::Int(depth))) => size.saturating_mul(depth.max(0).unsigned_abs()),
+                    _ => size,
+                },
+                _ => {
+                    let square = size.saturating_mul(size);
+                    let strings = matches!(items.first(), Some(Value::String(_) | Value::Bytes(_)));
+                    square
+                        .saturating_mul(2)
+                        .saturating_add(if strings { square / 10 } else { 0 })
+                }
+            }
+        }
         _ => 0,
     }
 }
+
+/// Whether `call` is one of the list extension's functions, whose cost is their list's size.
+fn sorts_or_builds_list(call: &CallExpr) -> bool {
+    matches!(
+        call.func_name.as_str(),
+        "lists.range"
+            | "range"
+            | "slice"
+            | "reverse"
+            | "flatten"
+            | "sort"
+            | "distinct"
+            | SORT_BY_KEYS
+    )
+}
+
+/// The function `sortBy` expands to, which sorts a list by a list of keys.
+const SORT_BY_KEYS: &str = "@sortByAssociatedKeys";
 
 /// Whether `operand` is a variable, a field of one, or a literal: cheap to evaluate again.
 fn is_direct(operand: &IdedExpr) -> bool {
@@ -243,6 +314,37 @@ mod tests {
         let compare = run("self.all(x, x >= 0)", 1000, u64::MAX).unwrap_or_default();
         assert!(search >= compare + 1000 * 1000, "{search} {compare}");
         assert_eq!(run("self.all(x, x in self)", 2000, PER_CALL_LIMIT), None);
+    }
+
+    #[test]
+    fn two_variable_comprehensions_cost_per_element_like_their_one_variable_forms() {
+        let cost = |source: &str, size: i64| run(source, size, u64::MAX).unwrap_or_default();
+        let per_element = |source: &str| cost(source, 200) - cost(source, 100);
+        let one = per_element("self.all(x, x >= 0)");
+        let two = per_element("self.all(i, x, x >= i)");
+        assert!(two >= one && two <= 3 * one, "{one} {two}");
+        assert!(per_element("self.transformList(i, x, x + i)") >= 100);
+        // Nested, over the bound target: quadratic.
+        assert!(cost("self.all(i, x, self.exists(j, y, x == y))", 100) > 100 * 100);
+        assert_eq!(
+            run(
+                "self.all(i, x, self.all(j, y, self.all(k, z, x + y + z > 0)))",
+                1000,
+                PER_CALL_LIMIT
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn list_functions_cost_by_the_lists_they_make_or_sort() {
+        let cost = |source: &str, size: i64| run(source, size, u64::MAX).unwrap_or_default();
+        assert!(cost("lists.range(100000).size() > 0", 0) >= 100_000);
+        assert!(cost("self.sort().size() > 0", 1000) >= 2 * 1000 * 1000);
+        assert!(cost("self.map(x, x).distinct().size() > 0", 1000) >= 2 * 1000 * 1000);
+        assert!(cost("self.sortBy(x, -x).size() > 0", 1000) >= 2 * 1000 * 1000);
+        assert!(cost("self.reverse().size() > 0", 1000) >= 1000);
+        assert_eq!(run("self.sort().size() > 0", 1000, PER_CALL_LIMIT), None);
     }
 
     #[test]

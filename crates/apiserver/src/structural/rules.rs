@@ -10,9 +10,10 @@ use super::rule_cost::Cost;
 use serde_json::Value;
 
 /// The CEL environment rules compile and run in: the standard library with optional types,
-/// the string extension and kube-apiserver's own library ([`super::library`]), as a cluster
-/// offers them. (Not cel-go's list extension: its `lists.range` builds a list of any size in
-/// one call, which the cost count, one per call, would not see.)
+/// cel-go's string and list extensions (the lists one as kube offers it since 1.34) and
+/// kube-apiserver's own library ([`super::library`]), as a cluster offers them. The list
+/// functions that build or sort a list are charged by their lists' sizes
+/// ([`super::rule_cost`]), as cel-go charges them.
 pub fn environment() -> &'static Arc<Env> {
     static ENVIRONMENT: OnceLock<Arc<Env>> = OnceLock::new();
     ENVIRONMENT.get_or_init(|| {
@@ -21,6 +22,7 @@ pub fn environment() -> &'static Arc<Env> {
         // them on the standard library cannot clash (a test registers them on a fresh one and
         // unwraps).
         let _ = env.add_extension(cel::extensions::strings);
+        let _ = env.add_extension(cel::extensions::lists);
         let _ = super::library::register(&mut env);
         Arc::new(env)
     })

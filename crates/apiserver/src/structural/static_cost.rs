@@ -17,7 +17,9 @@
 use std::collections::HashMap;
 
 use cel::IdedExpr;
-use cel::common::ast::{EntryExpr, Expr};
+use cel::common::ast::{EntryExpr, Expr, operators};
+
+use super::library::comprehensions::{ITERATION_KEYS, TARGET, is_binding};
 use serde_json::Value;
 
 /// kube's per-expression limit (`StaticEstimatedCostLimit`).
@@ -84,6 +86,9 @@ enum Binding<'a> {
     Unknown,
     /// A comprehension's accumulator: counted as nothing.
     Accumulator,
+    /// A name an expansion binds (a two-variable comprehension's target, `sortBy`'s list),
+    /// which the rule does not write: counted as nothing, its schema kept.
+    Internal(Option<&'a Value>),
 }
 
 /// A lower bound of cel-go's estimate of `expression`.
@@ -97,7 +102,7 @@ fn lower_bound(expression: &IdedExpr, scope: &HashMap<&str, Binding<'_>>) -> u64
         // A name that is no variable (a function's namespace, a type) may cost nothing.
         Expr::Ident(name) => match scope.get(name.as_str()) {
             Some(Binding::Schema(_) | Binding::Unknown) => 1,
-            Some(Binding::Accumulator) | None => 0,
+            Some(Binding::Accumulator | Binding::Internal(_)) | None => 0,
         },
         // cel-go charges a selection from an object (a map or struct), and nothing for a
         // presence test (kube turns that charge off).
@@ -117,8 +122,36 @@ fn lower_bound(expression: &IdedExpr, scope: &HashMap<&str, Binding<'_>>) -> u64
         Expr::Struct(object) => object.entries.iter().fold(0, |total, entry| {
             total.saturating_add(entry_bound(&entry.expr, scope))
         }),
+        Expr::Comprehension(comprehension) if is_binding(comprehension) => {
+            let name = comprehension.accu_var.as_str();
+            let schema = schema_of(&comprehension.accu_init, scope);
+            let mut inner = scope.clone();
+            // The value variable of a two-variable comprehension, bound to the target's
+            // element: cel-go binds it for nothing, and each use of it counts.
+            let (init, binding) = if is_target_element(&comprehension.accu_init) {
+                (0, schema.map_or(Binding::Unknown, Binding::Schema))
+            } else {
+                let binding = if name.starts_with('@') {
+                    Binding::Internal(schema)
+                } else {
+                    schema.map_or(Binding::Unknown, Binding::Schema)
+                };
+                (lower_bound(&comprehension.accu_init, scope), binding)
+            };
+            inner.insert(name, binding);
+            init.saturating_add(lower_bound(&comprehension.result, &inner))
+        }
         Expr::Comprehension(comprehension) => {
-            let range = schema_of(&comprehension.iter_range, scope);
+            // A two-variable comprehension ranges over its target's indices or keys.
+            let (range, keys) = match &comprehension.iter_range.expr {
+                Expr::Call(call) if call.func_name == ITERATION_KEYS => (
+                    call.args
+                        .first()
+                        .and_then(|target| schema_of(target, scope)),
+                    true,
+                ),
+                _ => (schema_of(&comprehension.iter_range, scope), false),
+            };
             let (elements, element) = match range {
                 Some(schema) if schema["type"] == "array" => (
                     max_elements(schema).unwrap_or(0),
@@ -129,6 +162,7 @@ fn lower_bound(expression: &IdedExpr, scope: &HashMap<&str, Binding<'_>>) -> u64
                 }
                 _ => (0, Binding::Unknown),
             };
+            let element = if keys { Binding::Unknown } else { element };
             let mut inner = scope.clone();
             inner.insert(comprehension.iter_var.as_str(), element);
             if let Some(second) = &comprehension.iter_var2 {
@@ -151,6 +185,14 @@ fn entry_bound(entry: &EntryExpr, scope: &HashMap<&str, Binding<'_>>) -> u64 {
     }
 }
 
+/// Whether `expression` is `@target[key]`, the element a two-variable comprehension binds.
+fn is_target_element(expression: &IdedExpr) -> bool {
+    matches!(&expression.expr, Expr::Call(call)
+        if call.func_name == operators::INDEX
+            && matches!(call.args.first().map(|target| &target.expr),
+                        Some(Expr::Ident(name)) if name == TARGET))
+}
+
 impl<'a> Binding<'a> {
     fn of(schema: &'a Value) -> Self {
         if schema.is_object() {
@@ -166,8 +208,18 @@ fn schema_of<'a>(expression: &IdedExpr, scope: &HashMap<&str, Binding<'a>>) -> O
     match &expression.expr {
         Expr::Ident(name) => match scope.get(name.as_str())? {
             Binding::Schema(schema) => Some(*schema),
+            Binding::Internal(schema) => *schema,
             _ => None,
         },
+        // An element of a list or a map.
+        Expr::Call(call) if call.func_name == operators::INDEX && call.target.is_none() => {
+            let parent = schema_of(call.args.first()?, scope)?;
+            let element = match parent["type"].as_str() {
+                Some("array") => &parent["items"],
+                _ => &parent["additionalProperties"],
+            };
+            Some(element).filter(|element| element.is_object())
+        }
         Expr::Select(select) if !select.test => {
             let parent = schema_of(&select.operand, scope)?;
             let field = &select.field;
@@ -315,5 +367,24 @@ mod tests {
             rule_refused(&rule, &map, 1),
             "keys of an unbounded map, squared"
         );
+    }
+
+    #[test]
+    fn two_variable_comprehensions_count_as_their_one_variable_forms() {
+        // Over the values of an unbounded list, squared: refused; bounded: accepted.
+        let rule = parse("self.all(i, x, self.exists(j, y, x == y && i != j))");
+        assert!(rule_refused(&rule, &strings(None), 1));
+        assert!(!rule_refused(&rule, &strings(Some(1000)), 1));
+        // The value variable has its element's schema: a list inside each element is seen.
+        let nested = json!({"type": "array", "items": strings(None)});
+        let rule = parse("self.all(i, inner, inner.all(x, inner.exists(y, x == y)))");
+        assert!(rule_refused(
+            &rule,
+            &json!({"type": "array", "maxItems": 1, "items": strings(None)}),
+            1
+        ));
+        assert!(rule_refused(&rule, &nested, 1));
+        let bounded = json!({"type": "array", "maxItems": 1, "items": strings(Some(10))});
+        assert!(!rule_refused(&rule, &bounded, 1));
     }
 }

@@ -1,17 +1,20 @@
 //! The CEL functions kube-apiserver adds to the standard library for validation rules
-//! (apiserver's `pkg/cel/library` and cel-go's `ext.Sets`): list aggregates, regex search,
-//! sets, quantities, IP addresses and CIDRs, URLs, and named string formats. A rule that uses
-//! them compiles and runs here as it does on a cluster.
+//! (apiserver's `pkg/cel/library`, cel-go's `ext.Sets` and two-variable comprehensions): list
+//! aggregates, regex search, sets, quantities, semantic versions, IP addresses and CIDRs, URLs,
+//! named string formats, and comprehensions over an index (or key) and a value. A rule that
+//! uses them compiles and runs here as it does on a cluster.
 //!
 //! The cel crate dispatches an overload to a plain function over its own value
 //! representation; each function here is written over [`Value`] and adapted once by
 //! [`overload!`], so the library reads as ordinary Rust.
 
+pub mod comprehensions;
 mod formats;
 mod lists;
 mod network;
 mod quantity;
 mod regex;
+mod semver;
 mod sets;
 mod urls;
 
@@ -27,6 +30,8 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     network::register(env)?;
     urls::register(env)?;
     formats::register(env)?;
+    semver::register(env)?;
+    comprehensions::register(env)?;
     Ok(())
 }
 
@@ -133,6 +138,7 @@ pub(crate) mod tests {
     fn the_library_registers_on_the_standard_library_without_a_clash() {
         let mut env = cel::Env::stdlib().with_optional_support(true);
         env.add_extension(cel::extensions::strings).unwrap();
+        env.add_extension(cel::extensions::lists).unwrap();
         super::register(&mut env).unwrap();
     }
 
