@@ -14,6 +14,7 @@ use super::field_error::{FieldError, FieldErrorKind, go_quoted};
 use crate::storage::meta::{
     DNS1035_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, is_dns1035_label, is_dns1123_subdomain,
 };
+use crate::structural::field_references::undefined_field;
 use crate::structural::{Node, environment, go_regex};
 
 /// The problems of `name` as a DNS-1035 label (apimachinery's `IsDNS1035Label`), joined.
@@ -877,6 +878,8 @@ fn rules_at<'a>(node: &'a Value, path: &'a str) -> impl Iterator<Item = (String,
 /// The errors of a node's CEL rules: each must be given and compile, as must its message
 /// expression, and its reason be one kube knows.
 fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    // Rules at a resource's root also see its `apiVersion`, `kind` and `metadata`.
+    let root = path.ends_with("openAPIV3Schema") || node["x-kubernetes-embedded-resource"] == true;
     const REASONS: &str = r#"supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#;
     for (base, rule) in rules_at(node, path) {
         let source = text(&rule["rule"]);
@@ -893,6 +896,13 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
                     format!("compilation failed: {}", one_line(&error.to_string())),
                 )),
                 Ok(program) => {
+                    if let Some(undefined) = undefined_field(&program, node, root) {
+                        errors.push(FieldError::invalid(
+                            format!("{base}.rule"),
+                            rule.clone(),
+                            format!("compilation failed: {undefined}"),
+                        ));
+                    }
                     if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool)
                         && !program.references().has_variable("oldSelf")
                     {
@@ -926,15 +936,18 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
                     format!("{base}.messageExpression"),
                     "messageExpression must be non-empty if specified",
                 ));
-            } else if let Err(error) = environment().compile(expression) {
-                errors.push(FieldError::invalid(
-                    format!("{base}.messageExpression"),
-                    rule.clone(),
-                    format!(
-                        "messageExpression compilation failed: {}",
-                        one_line(&error.to_string())
-                    ),
-                ));
+            } else {
+                let failure = match environment().compile(expression) {
+                    Err(error) => Some(one_line(&error.to_string())),
+                    Ok(program) => undefined_field(&program, node, root),
+                };
+                if let Some(failure) = failure {
+                    errors.push(FieldError::invalid(
+                        format!("{base}.messageExpression"),
+                        rule.clone(),
+                        format!("messageExpression compilation failed: {failure}"),
+                    ));
+                }
             }
         }
         if let Some(reason) = rule.get("reason").and_then(Value::as_str)

@@ -6,6 +6,7 @@
 //! Children are shared (`Arc`), so a walker can hold a node of the tree without copying it.
 
 mod checks;
+pub mod field_references;
 mod library;
 pub mod rule_cost;
 mod rules;

@@ -759,6 +759,105 @@ async fn a_rule_that_does_not_compile_refuses_the_crd() {
     );
 }
 
+/// Rules that use what kube's CEL offers beyond the standard library since 1.32–1.34:
+/// two-variable comprehensions, semantic versions, cel-go's list extension.
+#[tokio::test]
+async fn rules_use_kubes_newer_cel_libraries() {
+    let (_server, client) = server().await;
+    let schema = json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {
+            "version": {"type": "string", "maxLength": 32},
+            "ports": {"type": "array", "maxItems": 16, "items": {"type": "integer"}},
+            "weights": {"type": "object", "maxProperties": 16,
+                        "additionalProperties": {"type": "integer"}},
+        },
+        "x-kubernetes-validations": [
+            {"rule": "isSemver(self.version, true) && semver(self.version, true).isGreaterThan(semver('1.2.0'))",
+             "message": "version must be a semantic version after 1.2.0"},
+            {"rule": "self.ports.all(i, p, i == 0 || p > self.ports[i - 1])",
+             "message": "ports must ascend"},
+            {"rule": "self.ports.sort() == self.ports && self.ports.distinct().size() == size(self.ports)",
+             "message": "ports must be sorted and distinct"},
+            {"rule": "self.weights.transformList(k, w, w).sum() == 100",
+             "messageExpression": "'weights add up to ' + string(self.weights.transformList(k, w, w).sum())"},
+        ],
+    }}});
+    widgets_with(&client, schema, false).await;
+    let good = json!({"version": "v1.3", "ports": [80, 443], "weights": {"a": 60, "b": 40}});
+    create(&client, widget("good", good)).await.unwrap();
+    let cases = [
+        (
+            json!({"version": "1.1.9", "ports": [80], "weights": {"a": 100}}),
+            "spec: Invalid value: version must be a semantic version after 1.2.0",
+        ),
+        (
+            json!({"version": "2.0.0", "ports": [443, 80], "weights": {"a": 100}}),
+            "[spec: Invalid value: ports must ascend, spec: Invalid value: ports must be sorted and distinct]",
+        ),
+        (
+            json!({"version": "2.0.0", "ports": [80], "weights": {"a": 50, "b": 20}}),
+            "spec: Invalid value: weights add up to 70",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let refused = create(&client, widget("bad", spec.clone()))
+            .await
+            .expect_err(expected);
+        assert_eq!(refused.code, 422, "{spec}");
+        assert_eq!(
+            refused.message,
+            format!("Widget.example.com \"bad\" is invalid: {expected}"),
+            "{spec}"
+        );
+    }
+}
+
+/// A rule that selects a field its schema does not declare is refused with the CRD, as cel-go's
+/// type check refuses it; a presence test of it too, which would otherwise always be false. The
+/// position is cel-go's: a selection's dot, a `has()`'s opening parenthesis.
+#[tokio::test]
+async fn a_rule_naming_an_undeclared_field_refuses_the_crd() {
+    let (_server, client) = server().await;
+    let mut schema = ruled_schema();
+    schema["properties"]["spec"]["x-kubernetes-validations"] = json!([
+        {"rule": "self.min <= self.maximum"},
+        {"rule": "!has(self.secrets)"},
+        {"rule": "self.min >= 0", "messageExpression": "'bad ' + self.nmae"},
+    ]);
+    schema["x-kubernetes-validations"] =
+        json!([{"rule": "self.metadata.name.startsWith('w') && self.spec.min >= 0"}]);
+    let crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
+                                  "schema": {"openAPIV3Schema": schema}}]));
+    let refused = send(&client, "POST", CRDS, "application/json", crd)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, 422);
+    let causes = refused.details.unwrap().causes;
+    let base = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations";
+    let found: Vec<(&str, &str)> = causes
+        .iter()
+        .map(|cause| (cause.field.as_str(), cause.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                format!("{base}[0].rule").as_str(),
+                "Invalid value: {\"rule\":\"self.min <= self.maximum\"}: compilation failed: ERROR: <input>:1:17: undefined field 'maximum'\n | self.min <= self.maximum\n | ................^"
+            ),
+            (
+                format!("{base}[1].rule").as_str(),
+                "Invalid value: {\"rule\":\"!has(self.secrets)\"}: compilation failed: ERROR: <input>:1:5: undefined field 'secrets'\n | !has(self.secrets)\n | ....^"
+            ),
+            (
+                format!("{base}[2].messageExpression").as_str(),
+                "Invalid value: {\"messageExpression\":\"'bad ' + self.nmae\",\"rule\":\"self.min >= 0\"}: messageExpression compilation failed: ERROR: <input>:1:14: undefined field 'nmae'\n | 'bad ' + self.nmae\n | .............^"
+            ),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn an_object_reads_the_same_through_every_served_version() {
     let (_server, client) = server().await;
