@@ -15,6 +15,7 @@ use crate::storage::meta::{
     DNS1035_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, is_dns1035_label, is_dns1123_subdomain,
 };
 use crate::structural::field_references::undefined_field;
+use crate::structural::literal_checks::literal_error;
 use crate::structural::{Node, environment, go_regex};
 
 /// The problems of `name` as a DNS-1035 label (apimachinery's `IsDNS1035Label`), joined.
@@ -896,11 +897,11 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
                     format!("compilation failed: {}", one_line(&error.to_string())),
                 )),
                 Ok(program) => {
-                    if let Some(undefined) = undefined_field(&program, node, root) {
+                    if let Some(failure) = checked(&program, node, root) {
                         errors.push(FieldError::invalid(
                             format!("{base}.rule"),
                             rule.clone(),
-                            format!("compilation failed: {undefined}"),
+                            format!("compilation failed: {failure}"),
                         ));
                     }
                     if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool)
@@ -939,7 +940,7 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
             } else {
                 let failure = match environment().compile(expression) {
                     Err(error) => Some(one_line(&error.to_string())),
-                    Ok(program) => undefined_field(&program, node, root),
+                    Ok(program) => checked(&program, node, root),
                 };
                 if let Some(failure) = failure {
                     errors.push(FieldError::invalid(
@@ -967,6 +968,13 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
             ));
         }
     }
+}
+
+/// What kube's compilation of a parsed rule at `node` finds beyond the parse, in cel-go's
+/// words: a field the schema does not declare, mixed literals, a constant argument that does
+/// not parse.
+fn checked(program: &cel::Program, node: &Value, root: bool) -> Option<String> {
+    undefined_field(program, node, root).or_else(|| literal_error(program))
 }
 
 /// A compiler's message on one line.

@@ -26,7 +26,7 @@ mod old_items;
 pub(crate) mod property_names;
 mod rules;
 pub mod table;
-mod typed_strings;
+pub(crate) mod typed_strings;
 pub mod validate;
 mod version;
 pub mod webhook;

@@ -80,7 +80,7 @@ fn go_unit(unit: &str) -> Option<u64> {
 
 /// Go's `time.ParseDuration`, step for step: each term's whole part in integers, its fraction
 /// as Go computes it, the total within Go's int64 nanoseconds.
-fn go_duration(text: &str) -> Option<TimeDelta> {
+pub(crate) fn go_duration(text: &str) -> Option<TimeDelta> {
     const LIMIT: u64 = 1 << 63;
     let (negative, mut rest) = match text.as_bytes().first()? {
         b'-' => (true, &text[1..]),

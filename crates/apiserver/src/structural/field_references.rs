@@ -17,6 +17,7 @@ use cel::{IdedExpr, Program};
 use serde_json::Value;
 
 use super::library::comprehensions::{ITERATION_KEYS, is_binding};
+use super::located_error::located;
 
 /// What a variable is known to be.
 #[derive(Clone, Copy)]
@@ -36,7 +37,7 @@ pub fn undefined_field(program: &Program, schema: &Value, root: bool) -> Option<
     scope.insert("self", Some(known));
     scope.insert("oldSelf", Some(known));
     let (id, field) = walk(program.expression(), &scope)?;
-    Some(message(program, id, &format!("undefined field '{field}'")))
+    Some(located(program, id, &format!("undefined field '{field}'")))
 }
 
 /// The first undefined selection under `expression`: the selection's node id and its field.
@@ -196,27 +197,6 @@ fn declares(parent: Known<'_>, field: &str) -> bool {
 
 fn escaped(name: &str) -> Option<std::borrow::Cow<'_, str>> {
     crate::custom::property_names::escape(name)
-}
-
-/// cel-go's error display: the message with the expression's line and column, then the line
-/// with a caret under the column.
-fn message(program: &Program, id: u64, text: &str) -> String {
-    let info = program.source_info();
-    let source = info.source.as_str();
-    let offset = info
-        .offset_for(id)
-        .map_or(0, |(start, _)| start as usize)
-        .min(source.len());
-    let before = source.get(..offset).unwrap_or_default();
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |at| at + 1);
-    let column = before[line_start..].chars().count();
-    let line_text = source[line_start..].lines().next().unwrap_or_default();
-    format!(
-        "ERROR: <input>:{line}:{}: {text}\n | {line_text}\n | {}^",
-        column + 1,
-        ".".repeat(column)
-    )
 }
 
 #[cfg(test)]

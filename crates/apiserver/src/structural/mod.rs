@@ -8,6 +8,8 @@
 mod checks;
 pub mod field_references;
 mod library;
+pub mod literal_checks;
+mod located_error;
 pub mod rule_cost;
 mod rules;
 pub mod static_cost;

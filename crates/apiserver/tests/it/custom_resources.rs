@@ -858,6 +858,36 @@ async fn a_rule_naming_an_undeclared_field_refuses_the_crd() {
     );
 }
 
+/// kube's compile-time literal checks: mixed list literals, and constant arguments of
+/// `duration`, `timestamp` and `matches` that do not parse, refuse the CRD.
+#[tokio::test]
+async fn a_rule_with_a_bad_literal_refuses_the_crd() {
+    let (_server, client) = server().await;
+    let mut schema = ruled_schema();
+    schema["properties"]["spec"]["x-kubernetes-validations"] = json!([
+        {"rule": "self.mode in ['a', 1]"},
+        {"rule": "duration('10 minutes') > duration('1m')"},
+        {"rule": "self.name.matches('(unclosed')"},
+        {"rule": "self.mode in ['a', 'b'] && self.name.matches('^w-')"},
+    ]);
+    let crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
+                                  "schema": {"openAPIV3Schema": schema}}]));
+    let refused = send(&client, "POST", CRDS, "application/json", crd)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, 422);
+    let causes = refused.details.unwrap().causes;
+    let found: Vec<&str> = causes.iter().map(|cause| cause.message.as_str()).collect();
+    assert_eq!(
+        found,
+        [
+            "Invalid value: {\"rule\":\"self.mode in ['a', 1]\"}: compilation failed: ERROR: <input>:1:20: expected type 'string' but found 'int'\n | self.mode in ['a', 1]\n | ...................^",
+            "Invalid value: {\"rule\":\"duration('10 minutes') > duration('1m')\"}: compilation failed: ERROR: <input>:1:10: invalid duration argument\n | duration('10 minutes') > duration('1m')\n | .........^",
+            "Invalid value: {\"rule\":\"self.name.matches('(unclosed')\"}: compilation failed: ERROR: <input>:1:19: invalid matches argument\n | self.name.matches('(unclosed')\n | ..................^",
+        ]
+    );
+}
+
 #[tokio::test]
 async fn an_object_reads_the_same_through_every_served_version() {
     let (_server, client) = server().await;
