@@ -581,8 +581,15 @@ fn cost_errors(
     errors: &mut Vec<FieldError>,
 ) {
     use crate::structural::static_cost;
+    // A rule that does not compile has no cost, as in kube.
+    let compiled = |source: &str| {
+        environment()
+            .compile(source)
+            .ok()
+            .filter(|program| checked(program, node, is_resource_root(node, path)).is_none())
+    };
     for (base, rule) in rules_at(node, path) {
-        if let Ok(program) = environment().compile(text(&rule["rule"]))
+        if let Some(program) = compiled(text(&rule["rule"]))
             && static_cost::rule_refused(
                 program.expression(),
                 node,
@@ -597,7 +604,7 @@ fn cost_errors(
             ));
         }
         if let Some(expression) = rule.get("messageExpression").and_then(Value::as_str)
-            && let Ok(program) = environment().compile(expression)
+            && let Some(program) = compiled(expression)
             && static_cost::message_refused(program.expression(), node)
         {
             errors.push(FieldError::new(
@@ -879,8 +886,7 @@ fn rules_at<'a>(node: &'a Value, path: &'a str) -> impl Iterator<Item = (String,
 /// The errors of a node's CEL rules: each must be given and compile, as must its message
 /// expression, and its reason be one kube knows.
 fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
-    // Rules at a resource's root also see its `apiVersion`, `kind` and `metadata`.
-    let root = path.ends_with("openAPIV3Schema") || node["x-kubernetes-embedded-resource"] == true;
+    let root = is_resource_root(node, path);
     const REASONS: &str = r#"supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#;
     for (base, rule) in rules_at(node, path) {
         let source = text(&rule["rule"]);
@@ -890,30 +896,36 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
                 "rule is not specified",
             ));
         } else {
-            match environment().compile(source) {
-                Err(error) => errors.push(FieldError::invalid(
-                    format!("{base}.rule"),
-                    rule.clone(),
-                    format!("compilation failed: {}", one_line(&error.to_string())),
-                )),
-                Ok(program) => {
-                    if let Some(failure) = checked(&program, node, root) {
+            // As kube, a rule that does not compile uses no `oldSelf`.
+            let uses_old_self = match environment().compile(source) {
+                Err(error) => {
+                    errors.push(FieldError::invalid(
+                        format!("{base}.rule"),
+                        rule.clone(),
+                        format!("compilation failed: {}", one_line(&error.to_string())),
+                    ));
+                    false
+                }
+                Ok(program) => match checked(&program, node, root) {
+                    Some(failure) => {
                         errors.push(FieldError::invalid(
                             format!("{base}.rule"),
                             rule.clone(),
                             format!("compilation failed: {failure}"),
                         ));
+                        false
                     }
-                    if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool)
-                        && !program.references().has_variable("oldSelf")
-                    {
-                        errors.push(FieldError::invalid(
-                            format!("{base}.optionalOldSelf"),
-                            Value::from(optional),
-                            "may not be set if oldSelf is not used in rule",
-                        ));
-                    }
-                }
+                    None => program.references().has_variable("oldSelf"),
+                },
+            };
+            if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool)
+                && !uses_old_self
+            {
+                errors.push(FieldError::invalid(
+                    format!("{base}.optionalOldSelf"),
+                    Value::from(optional),
+                    "may not be set if oldSelf is not used in rule",
+                ));
             }
         }
         if let Some(message) = rule.get("message").and_then(Value::as_str) {
@@ -968,6 +980,12 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
             ));
         }
     }
+}
+
+/// Whether `node` (at `path`) is a resource's root, whose rules also see its `apiVersion`,
+/// `kind` and `metadata`: the schema's own root, or an embedded resource.
+fn is_resource_root(node: &Value, path: &str) -> bool {
+    path.ends_with("openAPIV3Schema") || node["x-kubernetes-embedded-resource"] == true
 }
 
 /// What kube's compilation of a parsed rule at `node` finds beyond the parse, in cel-go's

@@ -5,7 +5,8 @@
 //! (apiserver's `SchemaDeclType`): an object with properties is a type with those fields only
 //! (its unknown fields, preserved or not, are not exposed), a map (`additionalProperties` with
 //! a schema) takes any key, and a resource's root (the schema's, or an embedded resource's)
-//! also has `apiVersion`, `kind` and `metadata` with only `name` and `generateName`.
+//! also has `apiVersion`, `kind` and `metadata` with only `name` and `generateName` (unless it
+//! declares all of these itself, when its own declarations stand).
 //!
 //! Where a value's schema is not known here (a computed value, an `int-or-string`), nothing is
 //! checked: a rule is refused only when kube surely refuses it.
@@ -143,7 +144,7 @@ fn known<'a>(
         Expr::Ident(name) => scope.get(name.as_str()).copied().flatten(),
         Expr::Select(select) if !select.test => match known(&select.operand, scope)? {
             Known::Schema { schema, root } => {
-                if root && select.field == "metadata" {
+                if root && select.field == "metadata" && !declares_type_and_meta(schema) {
                     return Some(Known::RootMetadata);
                 }
                 let property = schema["properties"]
@@ -169,6 +170,20 @@ fn known<'a>(
         }
         _ => None,
     }
+}
+
+/// Whether a resource root's schema already declares `kind`, `apiVersion` and a `metadata`
+/// with `name` and `generateName` (as strings): then kube keeps it as it is, `metadata`'s other
+/// declared fields included, instead of putting its own `metadata` in place.
+fn declares_type_and_meta(schema: &Value) -> bool {
+    let string = |schema: &Value| schema["type"] == "string";
+    let properties = &schema["properties"];
+    let metadata = &properties["metadata"];
+    string(&properties["kind"])
+        && string(&properties["apiVersion"])
+        && metadata["type"] == "object"
+        && string(&metadata["properties"]["name"])
+        && string(&metadata["properties"]["generateName"])
 }
 
 /// Whether a value known as `parent` has the field `field` in kube's declared type.
@@ -276,6 +291,25 @@ mod tests {
             None
         );
         assert!(check("self.metadata.labels.size() > 0", &root, true).is_some());
+        // An embedded resource that declares its type and metadata keeps its own metadata.
+        let declared = json!({"type": "object", "properties": {"template": {
+            "type": "object", "x-kubernetes-embedded-resource": true, "properties": {
+                "kind": {"type": "string"}, "apiVersion": {"type": "string"},
+                "metadata": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "generateName": {"type": "string"},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}}}}});
+        assert_eq!(
+            check("self.template.metadata.labels.size() > 0", &declared, false),
+            None
+        );
+        assert!(
+            check(
+                "self.template.metadata.annotations.size() > 0",
+                &declared,
+                false
+            )
+            .is_some()
+        );
         assert!(check("self.kind == 'W'", &root, false).is_some());
     }
 

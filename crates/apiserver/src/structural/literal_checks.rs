@@ -17,61 +17,56 @@ use super::located_error::located;
 pub fn literal_error(program: &Program) -> Option<String> {
     let mut found = None;
     visit(program.expression(), false, &mut |expression, in_format| {
-        if found.is_none() {
-            found = mixed_literal(expression, in_format).or_else(|| bad_argument(expression));
-        }
+        found = mixed_literal(expression, in_format).or_else(|| bad_argument(expression));
+        found.is_none()
     });
     found.map(|(id, text)| located(program, id, &text))
 }
 
 /// Calls `check` on `expression` and everything under it, with whether it is inside a
-/// `format` call.
+/// `format` call, for as long as `check` answers `true`; answers whether it went through.
 fn visit(
     expression: &cel::IdedExpr,
     in_format: bool,
-    check: &mut impl FnMut(&cel::IdedExpr, bool),
-) {
-    check(expression, in_format);
+    check: &mut impl FnMut(&cel::IdedExpr, bool) -> bool,
+) -> bool {
+    if !check(expression, in_format) {
+        return false;
+    }
     match &expression.expr {
         Expr::Call(call) => {
             let in_format = in_format || call.func_name == "format";
-            for part in call.target.as_deref().into_iter().chain(&call.args) {
-                visit(part, in_format, check);
-            }
+            call.target
+                .as_deref()
+                .into_iter()
+                .chain(&call.args)
+                .all(|part| visit(part, in_format, check))
         }
         Expr::Select(select) => visit(&select.operand, in_format, check),
-        Expr::List(list) => {
-            for element in &list.elements {
-                visit(element, in_format, check);
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .all(|element| visit(element, in_format, check)),
+        Expr::Map(map) => map.entries.iter().all(|entry| match &entry.expr {
+            EntryExpr::MapEntry(entry) => {
+                visit(&entry.key, in_format, check) && visit(&entry.value, in_format, check)
             }
-        }
-        Expr::Map(map) => {
-            for entry in &map.entries {
-                if let EntryExpr::MapEntry(entry) = &entry.expr {
-                    visit(&entry.key, in_format, check);
-                    visit(&entry.value, in_format, check);
-                }
-            }
-        }
-        Expr::Struct(object) => {
-            for entry in &object.entries {
-                if let EntryExpr::StructField(field) = &entry.expr {
-                    visit(&field.value, in_format, check);
-                }
-            }
-        }
-        Expr::Comprehension(comprehension) => {
-            for part in [
-                &comprehension.iter_range,
-                &comprehension.accu_init,
-                &comprehension.loop_cond,
-                &comprehension.loop_step,
-                &comprehension.result,
-            ] {
-                visit(part, in_format, check);
-            }
-        }
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+            EntryExpr::StructField(_) => true,
+        }),
+        Expr::Struct(object) => object.entries.iter().all(|entry| match &entry.expr {
+            EntryExpr::StructField(field) => visit(&field.value, in_format, check),
+            EntryExpr::MapEntry(_) => true,
+        }),
+        Expr::Comprehension(comprehension) => [
+            &comprehension.iter_range,
+            &comprehension.accu_init,
+            &comprehension.loop_cond,
+            &comprehension.loop_step,
+            &comprehension.result,
+        ]
+        .into_iter()
+        .all(|part| visit(part, in_format, check)),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => true,
     }
 }
 
@@ -144,15 +139,26 @@ fn bad_argument(expression: &cel::IdedExpr) -> Option<(u64, String)> {
         "duration" if call.target.is_none() => {
             crate::custom::typed_strings::go_duration(text).is_some()
         }
-        // As cel-go does, by running the call itself.
+        // As cel-go does, by running the call itself; but Go's parser also takes a comma
+        // before the fraction of a second, which the cel crate's does not: not checked.
         "timestamp" if call.target.is_none() => {
             let context = Context::with_env(super::environment().clone());
-            matches!(
-                Value::resolve(expression, &context),
-                Ok(Value::Timestamp(_))
-            )
+            text.contains(',')
+                || matches!(
+                    Value::resolve(expression, &context),
+                    Ok(Value::Timestamp(_))
+                )
         }
-        "matches" => super::go_regex(text).is_ok(),
+        // Go's `regexp` also reads `\Q...\E` and octal escapes, which the regex crate does not:
+        // patterns with them are not checked.
+        "matches" => {
+            super::go_regex(text).is_ok()
+                || text.contains("\\Q")
+                || text
+                    .as_bytes()
+                    .windows(2)
+                    .any(|pair| pair[0] == b'\\' && pair[1].is_ascii_digit())
+        }
         _ => return None,
     };
     (!parses).then(|| (argument.id, format!("invalid {} argument", call.func_name)))
@@ -232,6 +238,10 @@ mod tests {
             "self.x < duration('1h30m') && self.t > timestamp('2020-01-01T00:00:00Z')",
             "self.name.matches('^[a-z]+$')",
             "self.x < duration(self.limit)",
+            // Go reads these; the regex crate and chrono do not: left to kube's word.
+            "self.name.matches('\\\\Q.*\\\\E')",
+            "self.name.matches('\\\\101')",
+            "self.t > timestamp('2020-01-01T00:00:00,5Z')",
         ] {
             assert_eq!(check(rule), None, "{rule}");
         }

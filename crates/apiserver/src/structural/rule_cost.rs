@@ -19,7 +19,7 @@
 use cel::common::ast::{CallExpr, EntryExpr, Expr, operators};
 use cel::{Context, IdedExpr, Program, Value};
 
-use super::library::comprehensions::is_binding;
+use super::library::comprehensions::{is_binding, is_target_element};
 
 /// The most one run of one expression may cost (`PerCallLimit`).
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
@@ -122,6 +122,17 @@ impl Meter {
     }
 
     fn count(&mut self, expression: &IdedExpr, context: &Context<'_, '_>) -> Result<(), OverLimit> {
+        if let Expr::Comprehension(binding) = &expression.expr
+            && is_binding(binding)
+            && is_target_element(&binding.accu_init)
+        {
+            // A two-variable comprehension's value, which cel-go binds for nothing (an index
+            // into a list or map, cheap to evaluate).
+            let mut inner = context.new_inner_scope();
+            let bound = Value::resolve(&binding.accu_init, context).unwrap_or(Value::Null);
+            inner.add_variable_from_value(binding.accu_var.as_str(), bound);
+            return self.count(&binding.result, &inner);
+        }
         self.charge(1)?;
         match &expression.expr {
             Expr::Comprehension(comprehension) if is_binding(comprehension) => {
@@ -223,7 +234,16 @@ fn size_charge(call: &CallExpr, context: &Context<'_, '_>) -> u64 {
             };
             let size = items.len() as u64;
             match call.func_name.as_str() {
-                "slice" | "reverse" => size,
+                // The list made: `end - start`.
+                "slice" => {
+                    let bound =
+                        |at: usize| match call.args.get(at).map(|n| Value::resolve(n, context)) {
+                            Some(Ok(Value::Int(n))) => n.max(0).unsigned_abs(),
+                            _ => 0,
+                        };
+                    bound(1).saturating_sub(bound(0)).min(size)
+                }
+                "reverse" => size,
                 "flatten" => match call
                     .args
                     .first()
@@ -344,6 +364,8 @@ mod tests {
         assert!(cost("self.map(x, x).distinct().size() > 0", 1000) >= 2 * 1000 * 1000);
         assert!(cost("self.sortBy(x, -x).size() > 0", 1000) >= 2 * 1000 * 1000);
         assert!(cost("self.reverse().size() > 0", 1000) >= 1000);
+        // A slice costs what it makes, not the list it is taken from.
+        assert!(cost("self.slice(0, 2).size() > 0", 1000) < 100);
         assert_eq!(run("self.sort().size() > 0", 1000, PER_CALL_LIMIT), None);
     }
 

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use cel::IdedExpr;
 use cel::common::ast::{EntryExpr, Expr, operators};
 
-use super::library::comprehensions::{ITERATION_KEYS, TARGET, is_binding};
+use super::library::comprehensions::{ITERATION_KEYS, is_binding, is_target_element};
 use serde_json::Value;
 
 /// kube's per-expression limit (`StaticEstimatedCostLimit`).
@@ -185,14 +185,6 @@ fn entry_bound(entry: &EntryExpr, scope: &HashMap<&str, Binding<'_>>) -> u64 {
     }
 }
 
-/// Whether `expression` is `@target[key]`, the element a two-variable comprehension binds.
-fn is_target_element(expression: &IdedExpr) -> bool {
-    matches!(&expression.expr, Expr::Call(call)
-        if call.func_name == operators::INDEX
-            && matches!(call.args.first().map(|target| &target.expr),
-                        Some(Expr::Ident(name)) if name == TARGET))
-}
-
 impl<'a> Binding<'a> {
     fn of(schema: &'a Value) -> Self {
         if schema.is_object() {
@@ -203,7 +195,8 @@ impl<'a> Binding<'a> {
     }
 }
 
-/// The schema of the value `expression` stands for, when it is a variable or a field of one.
+/// The schema of the value `expression` stands for, when it is a variable, a field of one, or
+/// an element of a list or map of one (`x[i]`).
 fn schema_of<'a>(expression: &IdedExpr, scope: &HashMap<&str, Binding<'a>>) -> Option<&'a Value> {
     match &expression.expr {
         Expr::Ident(name) => match scope.get(name.as_str())? {

@@ -38,7 +38,7 @@ impl Opaque for Semver {
 /// leading `v`, leading zeros dropped, a missing minor or patch number taken as 0.
 fn parse(text: &str, normalize: bool) -> Result<::semver::Version, String> {
     if !normalize {
-        return ::semver::Version::parse(text).map_err(|problem| problem.to_string());
+        return strict(text);
     }
     let text = text.strip_prefix('v').unwrap_or(text);
     let mut parts: Vec<String> = text
@@ -61,7 +61,22 @@ fn parse(text: &str, normalize: bool) -> Result<::semver::Version, String> {
         }
         parts.resize(3, "0".to_owned());
     }
-    ::semver::Version::parse(&parts.join(".")).map_err(|problem| problem.to_string())
+    strict(&parts.join("."))
+}
+
+/// Reads `text` as SemVer 2.0.0, as Go's `blang/semver` does: a numeric pre-release part must
+/// also fit in 64 bits.
+fn strict(text: &str) -> Result<::semver::Version, String> {
+    let version = ::semver::Version::parse(text).map_err(|problem| problem.to_string())?;
+    let overflows = version.pre.split('.').any(|part| {
+        part.bytes().all(|byte| byte.is_ascii_digit())
+            && !part.is_empty()
+            && part.parse::<u64>().is_err()
+    });
+    if overflows {
+        return Err(format!("pre-release number of {text:?} is too large"));
+    }
+    Ok(version)
 }
 
 /// The optional second argument: whether to normalize.
@@ -169,6 +184,8 @@ mod tests {
             "isSemver('v1.0', true)",
             "isSemver('01.01.01', true)",
             "!isSemver('1.0-rc1', true)",
+            "isSemver('1.0.0-18446744073709551615')",
+            "!isSemver('1.0.0-18446744073709551616')",
             "semver('v1.0', true) == semver('1.0.0')",
             "semver('01.01.01', true) == semver('1.1.1')",
             "semver('1.2.3').major() == 1",
