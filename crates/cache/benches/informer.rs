@@ -168,7 +168,9 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
     let mut config = ApiServerConfig {
         store: StoreConfig {
             history: 50_000,
-            // What is measured here is not the history's bound.
+            // What is measured here is not the history's bound: the newest 50,000 changes are
+            // kept, and no more (kept by age, the bursts' changes would fill the memory).
+            history_age: Duration::ZERO,
             history_bytes: usize::MAX,
             watch_buffer: 50_000,
             ..StoreConfig::default()
@@ -654,19 +656,11 @@ impl Resource for SlimPod {
     }
 }
 
-/// The CPU time this process has used so far (user and system, all threads), in milliseconds.
+/// The CPU time this process has used so far (user and system, all threads, those that have
+/// ended included), in milliseconds: the kernel's count, to the nanosecond.
 fn cpu_ms() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command name (which may hold spaces) start at the state, field 3;
-    // utime and stime are fields 14 and 15, in clock ticks of 10 ms.
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let ticks: Vec<f64> = after_name
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|field| field.parse().ok())
-        .collect();
-    ticks.iter().sum::<f64>() * 10.0
+    let time = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    time.tv_sec as f64 * 1e3 + time.tv_nsec as f64 / 1e6
 }
 
 /// `"<peak> <current>"` resident bytes (VmHWM and VmRSS).
