@@ -813,6 +813,25 @@ async fn rules_use_kubes_newer_cel_libraries() {
     }
 }
 
+/// Creates the Widget CRD with `schema`, which must be refused with 422: its causes, each as
+/// (field, message).
+async fn refused_widget_crd(client: &Client, schema: Value) -> Vec<(String, String)> {
+    let crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
+                                  "schema": {"openAPIV3Schema": schema}}]));
+    let refused = send(client, "POST", CRDS, "application/json", crd)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, 422);
+    let causes = refused
+        .details
+        .map(|details| details.causes)
+        .unwrap_or_default();
+    causes
+        .into_iter()
+        .map(|cause| (cause.field, cause.message))
+        .collect()
+}
+
 /// A rule that selects a field its schema does not declare is refused with the CRD, as cel-go's
 /// type check refuses it; a presence test of it too, which would otherwise always be false. The
 /// position is cel-go's: a selection's dot, a `has()`'s opening parenthesis.
@@ -827,17 +846,11 @@ async fn a_rule_naming_an_undeclared_field_refuses_the_crd() {
     ]);
     schema["x-kubernetes-validations"] =
         json!([{"rule": "self.metadata.name.startsWith('w') && self.spec.min >= 0"}]);
-    let crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
-                                  "schema": {"openAPIV3Schema": schema}}]));
-    let refused = send(&client, "POST", CRDS, "application/json", crd)
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code, 422);
-    let causes = refused.details.unwrap().causes;
     let base = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations";
+    let causes = refused_widget_crd(&client, schema).await;
     let found: Vec<(&str, &str)> = causes
         .iter()
-        .map(|cause| (cause.field.as_str(), cause.message.as_str()))
+        .map(|(field, message)| (field.as_str(), message.as_str()))
         .collect();
     assert_eq!(
         found,
@@ -870,14 +883,8 @@ async fn a_rule_with_a_bad_literal_refuses_the_crd() {
         {"rule": "self.name.matches('(unclosed')"},
         {"rule": "self.mode in ['a', 'b'] && self.name.matches('^w-')"},
     ]);
-    let crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
-                                  "schema": {"openAPIV3Schema": schema}}]));
-    let refused = send(&client, "POST", CRDS, "application/json", crd)
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code, 422);
-    let causes = refused.details.unwrap().causes;
-    let found: Vec<&str> = causes.iter().map(|cause| cause.message.as_str()).collect();
+    let causes = refused_widget_crd(&client, schema).await;
+    let found: Vec<&str> = causes.iter().map(|(_, message)| message.as_str()).collect();
     assert_eq!(
         found,
         [
