@@ -40,7 +40,7 @@ pub const TARGET: &str = "@__two_var_target__";
 const ACCUMULATOR: &str = "@result";
 const OLD_ACCUMULATOR: &str = "__result__";
 
-/// Registers the macros and the two internal functions they call.
+/// Registers the macros and the internal functions their expansions call.
 pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     for (function, arity, kind) in [
         ("all", 3, Kind::All),

@@ -144,27 +144,27 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
         vec![STRING_TYPE, BOOL_TYPE],
         is_semver,
     )?;
-    for (function, id, body) in [
+    // The member functions: the numbers take no argument, the comparisons another version.
+    let operand = || vec![semver_type()];
+    for (function, id, args, body) in [
         (
             "major",
             "semver_major",
+            vec![],
             major as cel::common::functions::Function,
         ),
-        ("minor", "semver_minor", minor),
-        ("patch", "semver_patch", patch),
-    ] {
-        env.add_member_overload(function, id, semver_type(), vec![], body)?;
-    }
-    for (function, id, body) in [
+        ("minor", "semver_minor", vec![], minor),
+        ("patch", "semver_patch", vec![], patch),
+        ("isLessThan", "semver_is_less_than", operand(), is_less_than),
         (
-            "isLessThan",
-            "semver_is_less_than",
-            is_less_than as cel::common::functions::Function,
+            "isGreaterThan",
+            "semver_is_greater_than",
+            operand(),
+            is_greater_than,
         ),
-        ("isGreaterThan", "semver_is_greater_than", is_greater_than),
-        ("compareTo", "semver_compare_to", compare_to),
+        ("compareTo", "semver_compare_to", operand(), compare_to),
     ] {
-        env.add_member_overload(function, id, semver_type(), vec![semver_type()], body)?;
+        env.add_member_overload(function, id, semver_type(), args, body)?;
     }
     Ok(())
 }
