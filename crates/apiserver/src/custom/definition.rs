@@ -545,7 +545,12 @@ fn schema_errors(
         ));
     }
     let mut structural = Vec::new();
-    node_errors(schema, Level::Root, base, &mut structural);
+    node_errors(schema, Level::Root, base, None, &mut structural);
+    // Like the cost check, only where the version's schema is new or changed (kube: unless the
+    // stored CRD already has such a set).
+    if check_cost {
+        set_item_errors(schema, base, &mut structural);
+    }
     structural.sort_by_key(ToString::to_string);
     // Defaults are checked against a schema that is structural only, as kube checks them.
     if structural.is_empty() {
@@ -569,6 +574,48 @@ fn schema_errors(
         ));
     }
     errors
+}
+
+/// The items of every `set` list under `node` (at `path`) must be atomic: a list's items of
+/// list type `atomic` (or none), an object's of map type `atomic`, as kube requires of new
+/// schemas (`requireAtomicSetType`). kube names the item's list type as the value, also for an
+/// object's map type; so does this.
+fn set_item_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    const ATOMIC: &str = "must be atomic as item of a list with x-kubernetes-list-type=set";
+    let items = &node["items"];
+    if node["x-kubernetes-list-type"] == "set" && items.is_object() {
+        let list_type = items["x-kubernetes-list-type"].clone();
+        match items["type"].as_str() {
+            Some("array") if !list_type.is_null() && list_type != "atomic" => {
+                errors.push(FieldError::invalid(
+                    format!("{path}.items.x-kubernetes-list-type"),
+                    list_type,
+                    ATOMIC,
+                ));
+            }
+            Some("object") if items["x-kubernetes-map-type"] != "atomic" => {
+                errors.push(FieldError::invalid(
+                    format!("{path}.items.x-kubernetes-map-type"),
+                    list_type,
+                    ATOMIC,
+                ));
+            }
+            _ => {}
+        }
+    }
+    if items.is_object() {
+        set_item_errors(items, &format!("{path}.items"), errors);
+    }
+    for (name, property) in node["properties"].as_object().into_iter().flatten() {
+        set_item_errors(property, &format!("{path}.properties[{name}]"), errors);
+    }
+    if node["additionalProperties"].is_object() {
+        set_item_errors(
+            &node["additionalProperties"],
+            &format!("{path}.additionalProperties"),
+            errors,
+        );
+    }
 }
 
 /// The rules under `node` (at `path`, under ancestors that multiply how often it occurs by
@@ -680,7 +727,15 @@ fn default_errors(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldError>) {
+/// `uncorrelatable`: the path of the highest list above `node` whose items cannot be matched
+/// with an old object's (any list but a `map` list), where rules may not read `oldSelf`.
+fn node_errors(
+    node: &Value,
+    level: Level,
+    path: &str,
+    uncorrelatable: Option<&str>,
+    errors: &mut Vec<FieldError>,
+) {
     let Some(fields) = node.as_object() else {
         return;
     };
@@ -695,7 +750,9 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
         ));
     }
     if let Some(items) = fields.get("items") {
-        node_errors(items, Level::Item, &format!("{path}.items"), errors);
+        let below =
+            uncorrelatable.or((text(&node["x-kubernetes-list-type"]) != "map").then_some(path));
+        node_errors(items, Level::Item, &format!("{path}.items"), below, errors);
     }
     if let Some(properties) = fields.get("properties").and_then(Value::as_object) {
         for (name, property) in properties {
@@ -703,6 +760,7 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
                 property,
                 Level::Field,
                 &format!("{path}.properties[{name}]"),
+                uncorrelatable,
                 errors,
             );
         }
@@ -733,6 +791,7 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
             additional,
             Level::Field,
             &format!("{path}.additionalProperties"),
+            uncorrelatable,
             errors,
         );
     }
@@ -857,7 +916,7 @@ fn node_errors(node: &Value, level: Level, path: &str, errors: &mut Vec<FieldErr
             }
         }
     }
-    rule_errors(node, path, errors);
+    rule_errors(node, path, uncorrelatable, errors);
     for combination in ["allOf", "anyOf", "oneOf"] {
         for (index, branch) in node[combination]
             .as_array()
@@ -884,8 +943,14 @@ fn rules_at<'a>(node: &'a Value, path: &'a str) -> impl Iterator<Item = (String,
 }
 
 /// The errors of a node's CEL rules: each must be given and compile, as must its message
-/// expression, and its reason be one kube knows.
-fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
+/// expression, and its reason be one kube knows; a rule under an `uncorrelatable` list may
+/// not read `oldSelf`.
+fn rule_errors(
+    node: &Value,
+    path: &str,
+    uncorrelatable: Option<&str>,
+    errors: &mut Vec<FieldError>,
+) {
     let root = is_resource_root(node, path);
     const REASONS: &str = r#"supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#;
     for (base, rule) in rules_at(node, path) {
@@ -918,6 +983,15 @@ fn rule_errors(node: &Value, path: &str, errors: &mut Vec<FieldError>) {
                     None => program.references().has_variable("oldSelf"),
                 },
             };
+            if let Some(list) = uncorrelatable.filter(|_| uses_old_self) {
+                errors.push(FieldError::invalid(
+                    format!("{base}.rule"),
+                    Value::from(source),
+                    format!(
+                        "oldSelf cannot be used on the uncorrelatable portion of the schema within {list}"
+                    ),
+                ));
+            }
             if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool)
                 && !uses_old_self
             {

@@ -895,6 +895,59 @@ async fn a_rule_with_a_bad_literal_refuses_the_crd() {
     );
 }
 
+/// A transition rule (one reading `oldSelf`) under the items of a list that is not a `map`
+/// list is refused: there is no old item to compare with. Under a `map` list it is accepted.
+#[tokio::test]
+async fn a_transition_rule_under_an_uncorrelatable_list_refuses_the_crd() {
+    let (_server, client) = server().await;
+    let items = |list_type: &str| {
+        let mut list = json!({"type": "array", "items": {
+            "type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "size": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.size >= oldSelf.size"}]}});
+        if list_type == "map" {
+            list["x-kubernetes-list-type"] = json!("map");
+            list["x-kubernetes-list-map-keys"] = json!(["name"]);
+        } else if !list_type.is_empty() {
+            list["x-kubernetes-list-type"] = json!(list_type);
+        }
+        json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"items": list}}}})
+    };
+    let list = "spec.validation.openAPIV3Schema.properties[spec].properties[items]";
+    for list_type in ["", "atomic"] {
+        assert_eq!(
+            refused_widget_crd(&client, items(list_type)).await,
+            [(
+                format!("{list}.items.x-kubernetes-validations[0].rule"),
+                format!(
+                    "Invalid value: \"self.size >= oldSelf.size\": oldSelf cannot be used on the uncorrelatable portion of the schema within {list}"
+                ),
+            )],
+            "{list_type:?}"
+        );
+    }
+    // A set's items must be atomic besides.
+    let mut causes = refused_widget_crd(&client, items("set")).await;
+    causes.sort();
+    assert_eq!(
+        causes,
+        [
+            (
+                format!("{list}.items.x-kubernetes-map-type"),
+                "Invalid value: null: must be atomic as item of a list with x-kubernetes-list-type=set".to_string(),
+            ),
+            (
+                format!("{list}.items.x-kubernetes-validations[0].rule"),
+                format!(
+                    "Invalid value: \"self.size >= oldSelf.size\": oldSelf cannot be used on the uncorrelatable portion of the schema within {list}"
+                ),
+            ),
+        ]
+    );
+    widgets_with(&client, items("map"), false).await;
+}
+
 #[tokio::test]
 async fn an_object_reads_the_same_through_every_served_version() {
     let (_server, client) = server().await;
