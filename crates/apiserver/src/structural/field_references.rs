@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::library::comprehensions::{ITERATION_KEYS, is_binding};
 use super::located_error::located;
+use super::schema_lookup::{declared_property, element};
 
 /// What a variable is known to be.
 #[derive(Clone, Copy)]
@@ -147,24 +148,13 @@ fn known<'a>(
                 if root && select.field == "metadata" && !declares_type_and_meta(schema) {
                     return Some(Known::RootMetadata);
                 }
-                let property = schema["properties"]
-                    .as_object()?
-                    .iter()
-                    .find(|(name, _)| escaped(name).as_deref() == Some(select.field.as_str()))?
-                    .1;
-                schema_known(property)
+                schema_known(declared_property(schema, &select.field)?)
             }
             Known::RootMetadata => None,
         },
         Expr::Call(call) if call.func_name == operators::INDEX && call.target.is_none() => {
             match known(call.args.first()?, scope)? {
-                Known::Schema { schema, .. } => match schema["type"].as_str() {
-                    Some("array") => schema_known(&schema["items"]),
-                    Some("object") if schema["additionalProperties"].is_object() => {
-                        schema_known(&schema["additionalProperties"])
-                    }
-                    _ => None,
-                },
+                Known::Schema { schema, .. } => schema_known(element(schema)?),
                 Known::RootMetadata => None,
             }
         }
@@ -203,15 +193,7 @@ fn declares(parent: Known<'_>, field: &str) -> bool {
     if root && matches!(field, "apiVersion" | "kind" | "metadata") {
         return true;
     }
-    schema["properties"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .any(|(name, _)| escaped(name).as_deref() == Some(field))
-}
-
-fn escaped(name: &str) -> Option<std::borrow::Cow<'_, str>> {
-    crate::custom::property_names::escape(name)
+    declared_property(schema, field).is_some()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod literal_checks;
 mod located_error;
 pub mod rule_cost;
 mod rules;
+mod schema_lookup;
 pub mod static_cost;
 
 use std::collections::BTreeMap;

@@ -20,6 +20,7 @@ use cel::IdedExpr;
 use cel::common::ast::{EntryExpr, Expr, operators};
 
 use super::library::comprehensions::{ITERATION_KEYS, is_binding, is_target_element};
+use super::schema_lookup::{declared_property, element};
 use serde_json::Value;
 
 /// kube's per-expression limit (`StaticEstimatedCostLimit`).
@@ -206,26 +207,12 @@ fn schema_of<'a>(expression: &IdedExpr, scope: &HashMap<&str, Binding<'a>>) -> O
         },
         // An element of a list or a map.
         Expr::Call(call) if call.func_name == operators::INDEX && call.target.is_none() => {
-            let parent = schema_of(call.args.first()?, scope)?;
-            let element = match parent["type"].as_str() {
-                Some("array") => &parent["items"],
-                _ => &parent["additionalProperties"],
-            };
-            Some(element).filter(|element| element.is_object())
+            element(schema_of(call.args.first()?, scope)?)
         }
         Expr::Select(select) if !select.test => {
             let parent = schema_of(&select.operand, scope)?;
-            let field = &select.field;
-            let declared = parent["properties"]
-                .as_object()
-                .and_then(|properties| {
-                    properties.iter().find(|(name, _)| {
-                        crate::custom::property_names::escape(name).as_deref()
-                            == Some(field.as_str())
-                    })
-                })
-                .map(|(_, schema)| schema);
-            declared.or_else(|| Some(&parent["additionalProperties"]).filter(|map| map.is_object()))
+            declared_property(parent, &select.field)
+                .or_else(|| Some(&parent["additionalProperties"]).filter(|map| map.is_object()))
         }
         _ => None,
     }

@@ -130,20 +130,24 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
         ordering(name, args)? as i64
     )));
     let semver_type = || Type::new_opaque_type(TYPE_NAME);
-    env.add_overload("semver", "string_to_semver", vec![STRING_TYPE], to_semver)?;
-    env.add_overload(
-        "semver",
-        "string_bool_to_semver",
-        vec![STRING_TYPE, BOOL_TYPE],
-        to_semver,
-    )?;
-    env.add_overload("isSemver", "is_semver_string", vec![STRING_TYPE], is_semver)?;
-    env.add_overload(
-        "isSemver",
-        "is_semver_string_bool",
-        vec![STRING_TYPE, BOOL_TYPE],
-        is_semver,
-    )?;
+    // The global functions, each also with kube's normalization flag.
+    for (function, id, normalizing_id, body) in [
+        (
+            "semver",
+            "string_to_semver",
+            "string_bool_to_semver",
+            to_semver as cel::common::functions::Function,
+        ),
+        (
+            "isSemver",
+            "is_semver_string",
+            "is_semver_string_bool",
+            is_semver,
+        ),
+    ] {
+        env.add_overload(function, id, vec![STRING_TYPE], body)?;
+        env.add_overload(function, normalizing_id, vec![STRING_TYPE, BOOL_TYPE], body)?;
+    }
     // The member functions: the numbers take no argument, the comparisons another version.
     let operand = || vec![semver_type()];
     for (function, id, args, body) in [
