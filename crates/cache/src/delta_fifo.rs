@@ -436,26 +436,15 @@ impl<K: Clone> DeltaFifo<K> {
         &self,
         process: impl FnOnce(&str, Deltas<K>, bool) -> R,
     ) -> Result<R, FifoClosed> {
+        let mut process = process;
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             {
                 let mut inner = self.inner.lock();
-                while let Some(key) = inner.queue.pop_front() {
-                    let is_in_initial_list =
-                        !(inner.populated && inner.initial_population_count == 0);
-                    if inner.initial_population_count > 0 {
-                        inner.initial_population_count -= 1;
-                    }
-                    let Some(deltas) = inner.items.remove(&key) else {
-                        tracing::error!(key, "queued key without deltas; skipped");
-                        continue;
-                    };
-                    let result = process(&key, Deltas(deltas), is_in_initial_list);
-                    if is_in_initial_list {
-                        self.wake_if_synced(&inner);
-                    }
-                    return Ok(result);
+                match self.pop_queued(&mut inner, process) {
+                    Ok(result) => return Ok(result),
+                    Err(unused) => process = unused,
                 }
                 if inner.closed {
                     return Err(FifoClosed);
@@ -464,6 +453,36 @@ impl<K: Clone> DeltaFifo<K> {
             }
             notified.await;
         }
+    }
+
+    /// As [`pop`](Self::pop), but without waiting: `None` when no key is queued.
+    pub(crate) fn try_pop<R>(&self, process: impl FnOnce(&str, Deltas<K>, bool) -> R) -> Option<R> {
+        self.pop_queued(&mut self.inner.lock(), process).ok()
+    }
+
+    /// Pops the first queued key into `process` under the held lock; hands `process` back when
+    /// nothing is queued.
+    fn pop_queued<R, F: FnOnce(&str, Deltas<K>, bool) -> R>(
+        &self,
+        inner: &mut Inner<K>,
+        process: F,
+    ) -> Result<R, F> {
+        while let Some(key) = inner.queue.pop_front() {
+            let is_in_initial_list = !(inner.populated && inner.initial_population_count == 0);
+            if inner.initial_population_count > 0 {
+                inner.initial_population_count -= 1;
+            }
+            let Some(deltas) = inner.items.remove(&key) else {
+                tracing::error!(key, "queued key without deltas; skipped");
+                continue;
+            };
+            let result = process(&key, Deltas(deltas), is_in_initial_list);
+            if is_in_initial_list {
+                self.wake_if_synced(inner);
+            }
+            return Ok(result);
+        }
+        Err(process)
     }
 
     fn prepare(&self, obj: Arc<K>) -> Arc<K> {

@@ -282,20 +282,15 @@ impl<K: Clone> RealFifo<K> {
         &self,
         process: impl FnOnce(&str, Deltas<K>, bool) -> R,
     ) -> Result<R, FifoClosed> {
+        let mut process = process;
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             {
                 let mut inner = self.inner.lock();
-                if let Some((key, delta)) = inner.items.pop_front() {
-                    let is_in_initial_list =
-                        !(inner.populated && inner.initial_population_count == 0);
-                    let result = process(&key, Deltas(vec![delta]), is_in_initial_list);
-                    if inner.initial_population_count > 0 {
-                        inner.initial_population_count -= 1;
-                        self.wake_if_synced(&inner);
-                    }
-                    return Ok(result);
+                match self.pop_queued(&mut inner, process) {
+                    Ok(result) => return Ok(result),
+                    Err(unused) => process = unused,
                 }
                 if inner.closed {
                     return Err(FifoClosed);
@@ -304,6 +299,30 @@ impl<K: Clone> RealFifo<K> {
             }
             notified.await;
         }
+    }
+
+    /// As [`pop`](Self::pop), but without waiting: `None` when nothing is queued.
+    pub(crate) fn try_pop<R>(&self, process: impl FnOnce(&str, Deltas<K>, bool) -> R) -> Option<R> {
+        self.pop_queued(&mut self.inner.lock(), process).ok()
+    }
+
+    /// Pops the oldest change into `process` under the held lock; hands `process` back when
+    /// nothing is queued.
+    fn pop_queued<R, F: FnOnce(&str, Deltas<K>, bool) -> R>(
+        &self,
+        inner: &mut Inner<K>,
+        process: F,
+    ) -> Result<R, F> {
+        let Some((key, delta)) = inner.items.pop_front() else {
+            return Err(process);
+        };
+        let is_in_initial_list = !(inner.populated && inner.initial_population_count == 0);
+        let result = process(&key, Deltas(vec![delta]), is_in_initial_list);
+        if inner.initial_population_count > 0 {
+            inner.initial_population_count -= 1;
+            self.wake_if_synced(inner);
+        }
+        Ok(result)
     }
 
     fn prepare(&self, obj: Arc<K>) -> Arc<K> {

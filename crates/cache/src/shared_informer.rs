@@ -1,9 +1,9 @@
 //! One cache per kind of object, shared by every handler that cares: client-go's
 //! `SharedIndexInformer`.
 //!
-//! The informer runs a [`Reflector`] into a [`DeltaFifo`], pops it, applies each change to its
-//! [`Indexer`] and then notifies every registered handler through that handler's own unbounded
-//! buffer and task. Handlers registered after start first receive a synthetic add of every
+//! The informer runs a [`Reflector`] into a [`DeltaFifo`] and pops each change as soon as it is
+//! queued, in the reflector's own task: it applies the change to its [`Indexer`] and then
+//! notifies every registered handler through that handler's own unbounded buffer and task. Handlers registered after start first receive a synthetic add of every
 //! cached object. Each handler may ask for periodic resyncs (re-delivery of every cached object
 //! as an update with equal old and new resourceVersions).
 
@@ -19,7 +19,7 @@ use crate::delta::{Delta, Deltas};
 use crate::delta_fifo::{DeltaFifoOptions, KnownObjects, TransformFunc};
 use crate::handler::ResourceEventHandler;
 use crate::index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func};
-use crate::informer_fifo::InformerFifo;
+use crate::informer_fifo::{DrainedFifo, InformerFifo, Process};
 use crate::informer_metrics::{InformerId, InformerMetrics, InformerSeries};
 use crate::key::meta_namespace_key;
 use crate::list_watch::ListerWatcher;
@@ -423,14 +423,14 @@ where
     /// Runs the informer until `cancel` fires: lists, watches, keeps the cache and notifies the
     /// handlers. An informer runs once.
     pub async fn run(&self, cancel: CancellationToken) -> Result<(), InformerError> {
-        let (fifo, reflector, check_period, metrics) = {
+        let (fifo, reflector, check_period) = {
             let mut config = self.inner.config.lock();
             if config.started || config.stopped {
                 return Err(InformerError::AlreadyStarted(self.inner.name.clone()));
             }
             config.started = true;
             let known: Arc<dyn KnownObjects<K>> = Arc::new(self.inner.indexer.clone());
-            let fifo = Arc::new(InformerFifo::new(
+            let queue = Arc::new(InformerFifo::new(
                 config.real_fifo,
                 DeltaFifoOptions {
                     key_func: meta_namespace_key::<K>,
@@ -439,6 +439,16 @@ where
                     transformer: config.transform.clone(),
                 },
             ));
+            let _ = self.inner.fifo.set(Arc::clone(&queue));
+            // Weak: the informer holds its reflector, which holds the FIFO and this.
+            let informer = Arc::downgrade(&self.inner);
+            let metrics = config.metrics.clone();
+            let process: Process<K> = Box::new(move |key, deltas, is_in_initial_list| {
+                if let Some(informer) = informer.upgrade() {
+                    informer.process(key, deltas, is_in_initial_list, metrics.as_ref());
+                }
+            });
+            let fifo = Arc::new(DrainedFifo::new(queue, process, config.metrics.clone()));
             let mut reflector = Reflector::new(
                 self.inner.lister_watcher.clone(),
                 Arc::clone(&fifo) as Arc<dyn crate::ReflectorStore<K>>,
@@ -448,15 +458,9 @@ where
                 reflector = reflector.with_watch_error_handler(Arc::clone(handler));
             }
             let reflector = Arc::new(reflector);
-            let _ = self.inner.fifo.set(Arc::clone(&fifo));
             let _ = self.inner.reflector.set(Arc::clone(&reflector));
             self.inner.started.notify_waiters();
-            (
-                fifo,
-                reflector,
-                config.resync_check_period,
-                config.metrics.clone(),
-            )
+            (fifo, reflector, config.resync_check_period)
         };
         let runtime = tokio::runtime::Handle::current();
         let _ = self.inner.runtime.set(runtime.clone());
@@ -464,16 +468,10 @@ where
             listener.start(&runtime);
         }
 
-        let reflector_cancel = cancel.child_token();
-        let reflector_task = tokio::spawn({
-            let reflector = Arc::clone(&reflector);
-            let cancel = reflector_cancel.clone();
-            async move { reflector.run(cancel).await }
-        });
         let resync_task = (!check_period.is_zero()).then(|| {
             let inner = Arc::clone(&self.inner);
             let fifo = Arc::clone(&fifo);
-            let cancel = reflector_cancel.clone();
+            let cancel = cancel.clone();
             tokio::spawn(async move {
                 let mut ticker = tokio::time::interval_at(
                     tokio::time::Instant::now() + check_period,
@@ -494,40 +492,9 @@ where
             })
         });
 
-        // The pop is polled first: while keys are queued it is ready at once, and the token's
-        // waiter (registered and removed under the token's lock) is only set up when the FIFO is
-        // empty. A cancellation during a burst is seen at the next key.
-        while !cancel.is_cancelled() {
-            let popped = tokio::select! {
-                biased;
-                popped = fifo.pop(|key, deltas, is_in_initial_list| {
-                    match &metrics {
-                        None => self.inner.handle_deltas(key, deltas, is_in_initial_list),
-                        Some(metrics) => {
-                            let started = std::time::Instant::now();
-                            let newest = deltas
-                                .newest()
-                                .and_then(Delta::object)
-                                .and_then(|object| object.meta().resource_version.clone());
-                            self.inner.handle_deltas(key, deltas, is_in_initial_list);
-                            metrics.processed(started.elapsed().as_secs_f64());
-                            metrics.store_at(newest.as_deref());
-                        }
-                    }
-                }) => popped,
-                () = cancel.cancelled() => break,
-            };
-            if popped.is_err() {
-                break;
-            }
-            if let Some(metrics) = &metrics {
-                metrics.queued(fifo.len());
-            }
-        }
-
-        reflector_cancel.cancel();
-        fifo.close();
-        let _ = reflector_task.await;
+        // The reflector runs in this task, and what it queues is applied to the cache as it is
+        // queued (see `DrainedFifo`).
+        reflector.run(cancel).await;
         if let Some(task) = resync_task {
             let _ = task.await;
         }
@@ -538,6 +505,28 @@ where
 }
 
 impl<K: Resource + Clone + Send + Sync + 'static> Inner<K> {
+    /// Applies one popped key's deltas, timing it for the metrics.
+    fn process(
+        &self,
+        key: &str,
+        deltas: Deltas<K>,
+        is_in_initial_list: bool,
+        metrics: Option<&InformerSeries>,
+    ) {
+        let Some(metrics) = metrics else {
+            self.handle_deltas(key, deltas, is_in_initial_list);
+            return;
+        };
+        let started = std::time::Instant::now();
+        let newest = deltas
+            .newest()
+            .and_then(Delta::object)
+            .and_then(|object| object.meta().resource_version.clone());
+        self.handle_deltas(key, deltas, is_in_initial_list);
+        metrics.processed(started.elapsed().as_secs_f64());
+        metrics.store_at(newest.as_deref());
+    }
+
     /// Applies one key's deltas to the cache and tells the handlers.
     fn handle_deltas(&self, key: &str, deltas: Deltas<K>, is_in_initial_list: bool) {
         let processor = self.processor.lock();
