@@ -735,7 +735,7 @@ fn child(role: &str) {
 /// reached the handler (the parent times the burst); then for each of `STEADY_ROUNDS` steady
 /// streams waits for "steady" and reports "watched <cpu ms>" once its `STEADY_UPDATES` reached
 /// the handler.
-async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notify, updates: usize) {
+async fn report_and_watch(started: Instant, progress: &Progress, updates: usize) {
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
     if std::env::var_os(SYNC_ONLY_ENV).is_some() {
         println!("synced {sync_ms:.1} {}", cpu_ms());
@@ -749,7 +749,7 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (peak, now) = heap_peak_and_now();
     // Updates may reach the handler before "go" is read: count from here.
-    let base = seen.load(Ordering::SeqCst);
+    let base = progress.seen();
     println!(
         "synced {sync_ms:.1} {peak} {now} {} {}",
         rss_bytes(),
@@ -766,22 +766,69 @@ async fn report_and_watch(started: Instant, seen: &AtomicUsize, progress: &Notif
             return;
         }
         let cpu_before = cpu_ms();
-        while seen.load(Ordering::SeqCst) < target {
-            let notified = progress.notified();
-            if seen.load(Ordering::SeqCst) >= target {
+        progress.wait_for(target).await;
+        println!("watched {}", cpu_ms() - cpu_before);
+    }
+}
+
+/// The updates a client's handler has seen, and a waiter for a count of them. The handler
+/// wakes the waiter only when the count it waits for is reached: a wake-up per update would
+/// add the same cost to every client's CPU per update and hide the difference between them.
+#[derive(Default)]
+struct Progress {
+    seen: AtomicUsize,
+    /// The count waited for (`usize::MAX`: none).
+    target: AtomicUsize,
+    reached: Notify,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            target: AtomicUsize::new(usize::MAX),
+            ..Self::default()
+        }
+    }
+
+    fn seen(&self) -> usize {
+        self.seen.load(Ordering::SeqCst)
+    }
+
+    /// Counts one update (the handler's side).
+    fn count(&self) {
+        let seen = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        if seen >= self.target.load(Ordering::SeqCst) {
+            self.reached.notify_one();
+        }
+    }
+
+    /// Waits until `target` updates have been counted. (The target is stored before the count
+    /// is read, and a handler reads the target after counting: the update that reaches it
+    /// always wakes the waiter.)
+    async fn wait_for(&self, target: usize) {
+        self.target.store(target, Ordering::SeqCst);
+        let mut last = self.seen();
+        while self.seen() < target {
+            let reached = self.reached.notified();
+            if self.seen() >= target {
                 break;
             }
-            if tokio::time::timeout(Duration::from_millis(1000), notified)
+            if tokio::time::timeout(Duration::from_millis(1000), reached)
                 .await
                 .is_err()
             {
-                eprintln!(
-                    "child waiting: {} updates to go",
-                    target.saturating_sub(seen.load(Ordering::SeqCst))
-                );
+                // Only a stall is worth a line (a steady stream takes seconds).
+                let seen = self.seen();
+                if seen == last {
+                    eprintln!(
+                        "child waiting: {} updates to go",
+                        target.saturating_sub(seen)
+                    );
+                }
+                last = seen;
             }
         }
-        println!("watched {}", cpu_ms() - cpu_before);
+        self.target.store(usize::MAX, Ordering::SeqCst);
     }
 }
 
@@ -792,8 +839,7 @@ async fn ctrlkit<K>(
 ) where
     K: Resource + Clone + Send + Sync + 'static,
 {
-    let seen = Arc::new(AtomicUsize::new(0));
-    let progress = Arc::new(Notify::new());
+    let progress = Arc::new(Progress::new());
     let informer = SharedIndexInformer::new(lister_watcher, Duration::ZERO, Default::default());
     informer
         .set_watch_error_handler(Arc::new(|err: &ctrlkit_cache::ReflectorError| {
@@ -807,12 +853,8 @@ async fn ctrlkit<K>(
     }
     informer
         .add_event_handler(ResourceEventHandlerFuncs::new().on_update({
-            let seen = Arc::clone(&seen);
             let progress = Arc::clone(&progress);
-            move |_: &Arc<K>, _: &Arc<K>| {
-                seen.fetch_add(1, Ordering::SeqCst);
-                progress.notify_one();
-            }
+            move |_: &Arc<K>, _: &Arc<K>| progress.count()
         }))
         .expect("handler");
     let cancel = CancellationToken::new();
@@ -823,7 +865,7 @@ async fn ctrlkit<K>(
         async move { informer.run(cancel).await }
     });
     informer.wait_for_sync(&cancel).await;
-    report_and_watch(started, &seen, &progress, updates).await;
+    report_and_watch(started, &progress, updates).await;
 }
 
 /// The ceiling the server sets: a plain HTTP watch whose lines are counted, not decoded.
@@ -903,20 +945,17 @@ where
         + Sync
         + 'static,
 {
-    let seen = Arc::new(AtomicUsize::new(0));
-    let progress = Arc::new(Notify::new());
+    let progress = Arc::new(Progress::new());
     let (reader, writer) = reflector::store::<K>();
     let started = Instant::now();
     let stream = reflector(writer, watcher(api, watcher::Config::default()));
     tokio::spawn({
-        let seen = Arc::clone(&seen);
         let progress = Arc::clone(&progress);
         async move {
             stream
                 .for_each(|event| {
                     if let Ok(watcher::Event::Apply(_)) = event {
-                        seen.fetch_add(1, Ordering::SeqCst);
-                        progress.notify_one();
+                        progress.count();
                     }
                     std::future::ready(())
                 })
@@ -924,5 +963,5 @@ where
         }
     });
     reader.wait_until_ready().await.expect("ready");
-    report_and_watch(started, &seen, &progress, updates).await;
+    report_and_watch(started, &progress, updates).await;
 }
