@@ -1147,9 +1147,9 @@ fn condition(
     (kind.into(), status.into(), reason.into(), message.into())
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_crd_whose_names_another_holds_is_not_served_until_they_are_free() {
-    let (_server, client) = server().await;
+    let (_server, client) = support::in_process().await;
     let mut widget_crd = widget_crd(json!([{"name": "v1", "served": true, "storage": true,
         "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]));
     widget_crd["spec"]["names"]["shortNames"] = json!(["wd"]);
@@ -1292,9 +1292,9 @@ async fn rules_use_kube_libraries_and_escaped_property_names() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn deleting_a_crd_deletes_its_custom_resources_first_and_waits_for_their_finalizers() {
-    let (_server, client) = server().await;
+    let (_server, client) = support::in_process().await;
     widgets(
         &client,
         json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
@@ -1449,9 +1449,9 @@ async fn a_crd_of_a_kubernetes_group_needs_its_api_approval_annotation() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_crd_naming_a_built_in_resource_never_takes_its_place_or_its_objects() {
-    let (_server, client) = server().await;
+    let (_server, client) = support::in_process().await;
     let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "held"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}});

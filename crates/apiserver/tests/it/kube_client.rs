@@ -400,12 +400,12 @@ async fn discovery_answers_kube_clients() {
     assert!(apps.resources.iter().any(|r| r.name == "deployments"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_custom_resource_is_served_once_its_crd_exists() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 
-    let (_server, client) = server().await;
+    let (_server, client) = support::in_process().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": {"name": "foos.samplecontroller.k8s.io", "annotations": {"api-approved.kubernetes.io": "unapproved, experimental-only"}},
@@ -507,9 +507,9 @@ async fn a_custom_resource_is_served_once_its_crd_exists() {
     assert_eq!(gone.code, 404);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn deleting_a_namespace_terminates_it_empties_it_then_removes_it() {
-    let (_server, client) = server().await;
+    let (_server, client) = support::in_process().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace: Namespace =
         serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap();
@@ -618,9 +618,9 @@ fn owned_by(name: &str, owner: &ConfigMap, finalizer: Option<&str>) -> ConfigMap
     dependent
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_garbage_collector_honours_each_propagation_policy() {
-    let (_server, client) = server().await;
+    let (_server, client) = support::in_process().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let pp = PostParams::default();
 

@@ -1,10 +1,21 @@
-//! What the server's kube-client tests share: a request sent with its answer or its refusal,
-//! and the `Status` of a refusal.
+//! What the server's kube-client tests share: a server called in process, a request sent with
+//! its answer or its refusal, and the `Status` of a refusal.
 
 // Not every module uses every part.
 #![allow(dead_code)]
 
+use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use serde_json::Value;
+
+/// A server and a kube-client that calls it in process ([`ApiServer::service`]). Under a paused
+/// clock (`#[tokio::test(start_paused = true)]`) the server's own controllers (namespace and CRD
+/// cleanup, garbage collection) and the test's waits for them run on virtual time: a test that
+/// polls for their work takes no real time, and no request's socket I/O moves the clock.
+pub async fn in_process() -> (ApiServer, kube::Client) {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = kube::Client::new(server.service(), "default");
+    (server, client)
+}
 
 /// The `Status` of an API error (a failure of any other kind fails the test).
 pub fn api_error(error: kube::Error) -> Box<kube::core::Status> {
