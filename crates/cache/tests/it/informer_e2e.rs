@@ -1,5 +1,9 @@
 //! The informer against the embedded API server, under churn and disruption: 2,000 objects
 //! created, updated and deleted while watches are cut and history compacted.
+//!
+//! The server is called in process on a paused clock: the reflector's backoffs, the held watch
+//! and the waits below take virtual time, and a disruption is timed by the writes answered, not
+//! by the machine's speed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -15,8 +19,8 @@ use ctrlkit_cache::{
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, ObjectList, ObjectMeta, PostParams, WatchParams};
-use kube::{Client, Config};
 use tokio_util::sync::CancellationToken;
 
 const OBJECTS: usize = 2_000;
@@ -24,7 +28,7 @@ const NAMESPACE: &str = "churn";
 
 async fn server() -> (ApiServer, Client) {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-    let client = Client::try_from(Config::new(server.url().parse().unwrap())).unwrap();
+    let client = Client::new(server.service(), "default");
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = Namespace {
         metadata: ObjectMeta {
@@ -154,13 +158,13 @@ impl ResourceEventHandler<ConfigMap> for Recorder {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn cache_converges_under_churn_cut_watches_and_compaction() {
     converges_under_churn(false).await;
 }
 
 /// The same, with client-go's RealFIFO between the reflector and the handlers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn cache_converges_under_churn_through_a_real_fifo() {
     converges_under_churn(true).await;
 }
@@ -221,9 +225,13 @@ async fn converges_under_churn(real_fifo: bool) {
     let late = Recorder::default();
     let mut late_registration = None;
     for (phase, generation) in [(0, 0u32), (1, 1), (2, 2), (3, 3)] {
+        // The disruption starts once a third of the phase's writes are answered.
+        let answered = AtomicUsize::new(0);
+        let a_third_answered = tokio::sync::Notify::new();
         let writes = futures::stream::iter(names.iter().enumerate())
             .map(|(i, name)| {
                 let api = api.clone();
+                let (answered, a_third_answered) = (&answered, &a_third_answered);
                 async move {
                     match phase {
                         0 => {
@@ -244,6 +252,9 @@ async fn converges_under_churn(real_fifo: bool) {
                             }
                         }
                     }
+                    if answered.fetch_add(1, Ordering::SeqCst) + 1 == OBJECTS / 3 {
+                        a_third_answered.notify_one();
+                    }
                 }
             })
             .buffer_unordered(16);
@@ -258,18 +269,16 @@ async fn converges_under_churn(real_fifo: bool) {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                 };
-                // A bound for a hung informer, not a speed target: after each disruption the
-                // reflector backs off before it lists again, longer each time (up to 30 s with
-                // jitter, as client-go's), and a loaded machine adds to it.
+                // A bound for a hung informer (in virtual time; the reflector backs off up to
+                // 200 ms between attempts here).
                 tokio::time::timeout(Duration::from_secs(90), wait)
                     .await
                     .expect("the informer watches again");
             }
         };
         let disrupt = async {
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            // A fast build may be done with the writes by now, and the last phase's recovery
-            // still under way: the cut must find a watch open.
+            a_third_answered.notified().await;
+            // The last phase's recovery may still be under way: the cut must find a watch open.
             let lists = counting.lists.load(Ordering::SeqCst);
             watching_after(lists).await;
             server.faults().cut_watches();
