@@ -81,20 +81,23 @@ async fn injected_statuses_match_by_verb_and_resource_then_run_out() {
     assert_eq!(raw_get(&server, CONFIGMAPS).await.unwrap().0, 200);
 }
 
-#[tokio::test]
+/// In process on a paused clock: the delay is the server's own timer, so it passes in virtual
+/// time, all of it.
+#[tokio::test(start_paused = true)]
 async fn delays_hold_a_request_then_serve_it() {
-    let (server, _client) = server().await;
+    let (server, client) = crate::support::in_process().await;
     server.faults().fail_next(
         1,
         Some("get"),
         None,
         Fault::Delay(Duration::from_millis(300)),
     );
-    let started = Instant::now();
-    let (code, _) = raw_get(&server, &format!("{CONFIGMAPS}/missing"))
+    let started = tokio::time::Instant::now();
+    let missing = Api::<ConfigMap>::default_namespaced(client)
+        .get("missing")
         .await
-        .unwrap();
-    assert_eq!(code, 404);
+        .unwrap_err();
+    assert_eq!(crate::support::api_error(missing).code, 404);
     assert!(started.elapsed() >= Duration::from_millis(300));
 }
 
@@ -199,10 +202,12 @@ async fn the_admin_endpoint_is_off_unless_asked_for() {
     assert_eq!(raw_post(&server, "/admin/faults/clear").await.0, 200);
 }
 
-#[tokio::test]
+/// In process on a paused clock: while the clock moves on, every task has run as far as it can,
+/// so a watch that is not held back would have started.
+#[tokio::test(start_paused = true)]
 async fn held_watches_start_on_release_and_replay_the_backlog() {
-    let (server, client) = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let (server, client) = crate::support::in_process().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let first = api
         .create(&PostParams::default(), &configmap("first"))
         .await
@@ -214,10 +219,7 @@ async fn held_watches_start_on_release_and_replay_the_backlog() {
         stream.take(3).try_collect::<Vec<_>>().await.unwrap()
     });
     // Lists and writes go on; the watch does not start.
-    let writer: Api<ConfigMap> = Api::namespaced(
-        Client::try_from(Config::new(server.url().parse().unwrap())).unwrap(),
-        "default",
-    );
+    let writer: Api<ConfigMap> = Api::namespaced(client, "default");
     for name in ["second", "third", "fourth"] {
         writer
             .create(&PostParams::default(), &configmap(name))
