@@ -32,9 +32,12 @@ fn decode_here<T: DeserializeOwned, U>(
     })
 }
 
-/// How many shares a large page is decoded in: one per core.
+/// How many shares a large page is decoded in: one per core. Asked once: the standard library
+/// reads the process's CPU affinity and cgroup quota (a few system calls and files) each time.
 fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES
+        .get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
 }
 
 /// A page's items: decoded already, or being decoded in chunks, in order.
