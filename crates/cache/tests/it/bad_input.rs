@@ -1,17 +1,27 @@
-//! Bad input from a real HTTP peer: a watch frame that is not JSON, an unknown event type, an
-//! object without metadata and a stream cut mid-line reach the informer through kube-client's
-//! own decoding. Each is reported to the watch-error handler (or, for the cut, resumed), the
-//! informer recovers and its cache ends right.
+//! Bad input from a scripted API server: a watch frame that is not JSON, an unknown event type,
+//! an object without metadata and a stream cut mid-line reach the informer through kube-client.
+//! Each is reported to the watch-error handler (or, for the cut, resumed), the informer recovers
+//! and its cache ends right.
+//!
+//! The peer is a tower service that kube-client calls in process, so the test runs on a paused
+//! clock: the reflector's backoffs and the peer's pauses take virtual time.
 
+use std::convert::Infallible;
+use std::future::Ready;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use http_body::Frame;
+use http_body_util::StreamBody;
 
 use ctrlkit_cache::{Backoff, ReflectorError, ReflectorOptions, SharedIndexInformer};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{Api, Client, Config};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
 fn configmap(name: &str, rv: u32) -> String {
@@ -42,75 +52,80 @@ struct Script {
     requests: Mutex<Vec<String>>,
 }
 
-async fn serve(mut socket: TcpStream, script: Arc<Script>) {
-    let mut request = Vec::new();
-    let mut buffer = [0u8; 4096];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-        match socket.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => request.extend_from_slice(&buffer[..n]),
-        }
-    }
-    let line = String::from_utf8_lossy(&request)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    script.requests.lock().unwrap().push(line.clone());
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
-    let _ = socket.write_all(head.as_bytes()).await;
-    if !line.contains("watch=true") {
-        let body = match script.lists.fetch_add(1, Ordering::SeqCst) {
-            0 => list(1, &[("a", 1)]),
-            _ => list(9, &[("a", 1), ("c", 8), ("d", 9)]),
-        };
-        let _ = socket.write_all(body.as_bytes()).await;
-        return;
-    }
-    let body = match script.watches.fetch_add(1, Ordering::SeqCst) {
-        // A frame that is not JSON.
-        0 => event("ADDED", "b", 2) + "{not json\n",
-        // An unknown event type.
-        1 => event("ADDED", "c", 8).replace("ADDED", "BOGUS"),
-        // An object without metadata, then a line cut in the middle by a closed connection.
-        2 => {
-            r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap"}}"#.to_owned()
-                + "\n"
-                + &event("MODIFIED", "a", 10)
-                + &event("ADDED", "e", 11)[..20]
-        }
-        // The resumed watch: one more change, then it stays open.
-        _ => {
-            let _ = socket.write_all(event("DELETED", "c", 12).as_bytes()).await;
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            return;
-        }
-    };
-    let _ = socket.write_all(body.as_bytes()).await;
-    // Keep the connection a moment so the watch does not look "very short".
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+/// A response body: its parts in turn, each after the pause before it; then the end, or (with
+/// `open`) nothing more, as a watch that stays open.
+type Body = StreamBody<Pin<Box<dyn Stream<Item = Result<Frame<Bytes>, Infallible>> + Send>>>;
+
+fn body(parts: Vec<(Duration, String)>, open: bool) -> Body {
+    let parts = futures::stream::iter(parts).then(|(pause, part)| async move {
+        tokio::time::sleep(pause).await;
+        Ok(Frame::data(Bytes::from(part)))
+    });
+    let rest = futures::stream::iter(open.then(futures::stream::pending)).flatten();
+    StreamBody::new(Box::pin(parts.chain(rest)))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// The scripted API server, as kube-client calls it.
+#[derive(Clone)]
+struct Peer(Arc<Script>);
+
+impl tower_service::Service<http::Request<kube::client::Body>> for Peer {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let line = format!("{} {}", request.method(), request.uri());
+        std::future::ready(Ok(http::Response::new(self.0.answer(line))))
+    }
+}
+
+impl Script {
+    fn answer(&self, line: String) -> Body {
+        self.requests.lock().unwrap().push(line.clone());
+        let now = Duration::ZERO;
+        if !line.contains("watch=true") {
+            let list = match self.lists.fetch_add(1, Ordering::SeqCst) {
+                0 => list(1, &[("a", 1)]),
+                _ => list(9, &[("a", 1), ("c", 8), ("d", 9)]),
+            };
+            return body(vec![(now, list)], false);
+        }
+        let events = match self.watches.fetch_add(1, Ordering::SeqCst) {
+            // A frame that is not JSON.
+            0 => event("ADDED", "b", 2) + "{not json\n",
+            // An unknown event type.
+            1 => event("ADDED", "c", 8).replace("ADDED", "BOGUS"),
+            // An object without metadata, then a line cut in the middle by the end of the body.
+            2 => {
+                r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap"}}"#.to_owned()
+                    + "\n"
+                    + &event("MODIFIED", "a", 10)
+                    + &event("ADDED", "e", 11)[..20]
+            }
+            // The resumed watch: one more change, then it stays open.
+            _ => return body(vec![(now, event("DELETED", "c", 12))], true),
+        };
+        // The body ends a moment later, so the watch does not look "very short".
+        body(
+            vec![(now, events), (Duration::from_millis(1100), String::new())],
+            false,
+        )
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn malformed_frames_are_reported_and_the_informer_recovers() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
     let script = Arc::new(Script {
         lists: AtomicUsize::new(0),
         watches: AtomicUsize::new(0),
         requests: Mutex::new(Vec::new()),
     });
-    tokio::spawn({
-        let script = Arc::clone(&script);
-        async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                tokio::spawn(serve(socket, Arc::clone(&script)));
-            }
-        }
-    });
-
-    let client =
-        Client::try_from(Config::new(format!("http://{address}").parse().unwrap())).unwrap();
+    let client = Client::new(Peer(Arc::clone(&script)), "default");
     let options = ReflectorOptions {
         name: "configmaps".into(),
         backoff: Backoff::new(
