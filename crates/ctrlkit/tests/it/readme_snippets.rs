@@ -200,7 +200,7 @@ async fn election_listing(client: kube::Client, pod_name: String, cancel: Cancel
     Ok(())
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_leader_election_listing_leads_and_releases() -> Result {
     let server = ApiServer::start(ApiServerConfig::default()).await?;
     let client = kube::Client::new(server.service(), "default");
