@@ -9,7 +9,8 @@ use crate::delta::ObjectOrTombstone;
 ///
 /// Each handler registered on an informer has its own unbounded buffer and its own task: a slow
 /// handler delays only itself, never another handler or the informer. Calls to one handler are
-/// sequential and in order. Keep them short (typically: put a key on a work queue).
+/// sequential and in order. Keep them short (typically: put a key on a work queue). A handler
+/// registered with [`Delivery::Inline`] is called on the informer's own task instead.
 pub trait ResourceEventHandler<K>: Send + Sync + 'static {
     /// An object was added; `is_in_initial_list` is true for objects of the informer's first
     /// list (and for the synthetic adds a handler registered late receives).
@@ -28,6 +29,39 @@ pub trait ResourceEventHandler<K>: Send + Sync + 'static {
     fn on_delete(&self, obj: &ObjectOrTombstone<K>) {
         let _ = obj;
     }
+}
+
+/// Where a registered handler runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Delivery {
+    /// client-go's way: the handler has its own unbounded buffer and its own task, so a handler
+    /// that is slow, or blocks, delays only itself.
+    #[default]
+    Buffered,
+    /// The informer's own task calls the handler right after it applies each change to the
+    /// cache, as kube-runtime's reflector hands each event to the stream that polls it: no
+    /// buffer, and no wake of another task or thread per change. For handlers that return at
+    /// once, as one that puts a key on a work queue does. While the handler runs the watch waits,
+    /// and so do the informer's other handlers' notifications; it must not add or remove
+    /// handlers of the same informer (the informer holds its handler list while it calls).
+    Inline,
+}
+
+/// How a handler is registered: client-go's `HandlerOptions`, and where the handler runs.
+///
+/// ```
+/// use ctrlkit_cache::{Delivery, HandlerOptions};
+///
+/// let options = HandlerOptions { delivery: Delivery::Inline, ..Default::default() };
+/// assert_eq!(options.resync_period, None); // the informer's default
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandlerOptions {
+    /// How often the handler gets every cached object again (zero: never); `None`: the
+    /// informer's default resync period.
+    pub resync_period: Option<std::time::Duration>,
+    /// Where the handler runs.
+    pub delivery: Delivery,
 }
 
 type AddFunc<K> = Box<dyn Fn(&Arc<K>, bool) + Send + Sync>;

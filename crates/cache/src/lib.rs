@@ -3,8 +3,9 @@
 //!
 //! A [`Reflector`] lists and watches through a [`ListerWatcher`] (any kube-client `Api<K>`) and
 //! feeds a [`DeltaFifo`]; the [`SharedIndexInformer`] pops it, keeps an [`Indexer`] current and
-//! hands every change to each registered handler through that handler's own buffer. Listers
-//! read the indexer.
+//! hands every change to each registered handler through that handler's own buffer (or, for a
+//! handler registered with [`Delivery::Inline`], calls it on the informer's task). Listers read
+//! the indexer.
 
 mod backoff;
 mod boxed_list_watch;
@@ -41,7 +42,10 @@ pub use delta_fifo::{
     DeltaFifo, DeltaFifoOptions, FifoClosed, KnownObjects, ListedKeys, TransformFunc,
 };
 pub use factory::SharedInformerFactory;
-pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
+pub use handler::{
+    Delivery, FilteringResourceEventHandler, HandlerOptions, ResourceEventHandler,
+    ResourceEventHandlerFuncs,
+};
 pub use index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func, namespace_indexers};
 pub use informer_metrics::{InformerId, InformerMetrics};
 pub use key::{

@@ -1,4 +1,5 @@
-//! Fan-out from an informer to its handlers, each through its own buffer and task.
+//! Fan-out from an informer to its handlers, each through its own buffer and task, or called
+//! on the informer's task for handlers registered inline.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::delta::ObjectOrTombstone;
-use crate::handler::ResourceEventHandler;
+use crate::handler::{Delivery, ResourceEventHandler};
 
 /// One notification for one handler.
 pub(crate) enum Notification<K> {
@@ -64,12 +65,23 @@ type PendingTask<K> = (
     Arc<dyn ResourceEventHandler<K>>,
 );
 
+/// How notifications reach a listener's handler.
+enum Route<K> {
+    /// Through the listener's own buffer to its own task, started with the informer.
+    Buffered {
+        sender: mpsc::UnboundedSender<Notification<K>>,
+        /// Held until the informer starts, then moved into the listener's task.
+        pending_task: Option<PendingTask<K>>,
+    },
+    /// Called by whoever distributes: the informer's task, or a late registration. Both hold
+    /// the processor's lock, so calls to the handler are sequential and in order.
+    Inline(Arc<dyn ResourceEventHandler<K>>),
+}
+
 /// A registered handler, as the processor sees it.
 pub(crate) struct Listener<K> {
     pub(crate) id: u64,
-    sender: mpsc::UnboundedSender<Notification<K>>,
-    /// Held until the informer starts, then moved into the listener's task.
-    pending_task: Option<PendingTask<K>>,
+    route: Route<K>,
     pub(crate) tracker: Arc<SyncTracker>,
     pub(crate) requested_resync_period: Duration,
     resync_period: Duration,
@@ -80,14 +92,23 @@ impl<K: Send + Sync + 'static> Listener<K> {
     pub(crate) fn new(
         id: u64,
         handler: Arc<dyn ResourceEventHandler<K>>,
+        delivery: Delivery,
         requested_resync_period: Duration,
         resync_period: Duration,
     ) -> Self {
-        let (sender, receiver) = mpsc::unbounded_channel();
+        let route = match delivery {
+            Delivery::Buffered => {
+                let (sender, receiver) = mpsc::unbounded_channel();
+                Route::Buffered {
+                    sender,
+                    pending_task: Some((receiver, handler)),
+                }
+            }
+            Delivery::Inline => Route::Inline(handler),
+        };
         Self {
             id,
-            sender,
-            pending_task: Some((receiver, handler)),
+            route,
             tracker: Arc::new(SyncTracker::default()),
             requested_resync_period,
             resync_period,
@@ -95,27 +116,55 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
     }
 
-    /// Starts the listener's task on `runtime` (once).
+    /// Starts the listener's task on `runtime` (once; an inline listener has none).
     pub(crate) fn start(&mut self, runtime: &tokio::runtime::Handle) {
-        if let Some((receiver, handler)) = self.pending_task.take() {
+        if let Route::Buffered { pending_task, .. } = &mut self.route
+            && let Some((receiver, handler)) = pending_task.take()
+        {
             runtime.spawn(run_listener(receiver, handler, Arc::clone(&self.tracker)));
         }
     }
 
     pub(crate) fn send(&self, notification: Notification<K>) {
-        if let Notification::Add {
-            is_in_initial_list: true,
-            ..
-        } = notification
-        {
-            self.tracker.pending_initial.fetch_add(1, Ordering::AcqRel);
+        match &self.route {
+            Route::Buffered { sender, .. } => {
+                if let Notification::Add {
+                    is_in_initial_list: true,
+                    ..
+                } = notification
+                {
+                    self.tracker.pending_initial.fetch_add(1, Ordering::AcqRel);
+                }
+                // A closed channel means the task ended; the listener is being removed.
+                let _ = sender.send(notification);
+            }
+            // Handled before this returns: nothing is ever pending.
+            Route::Inline(handler) => {
+                if !self.tracker.stopped.load(Ordering::Acquire) {
+                    deliver(handler.as_ref(), &notification);
+                }
+            }
         }
-        // A closed channel means the task ended; the listener is being removed.
-        let _ = self.sender.send(notification);
     }
 
     pub(crate) fn stop(&self) {
         self.tracker.stopped.store(true, Ordering::Release);
+    }
+}
+
+/// Calls `handler` with `notification`. A panicking handler loses this one notification, not
+/// its whole stream.
+fn deliver<K: 'static>(handler: &dyn ResourceEventHandler<K>, notification: &Notification<K>) {
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| match notification {
+        Notification::Add {
+            obj,
+            is_in_initial_list,
+        } => handler.on_add(obj, *is_in_initial_list),
+        Notification::Update { old, new } => handler.on_update(old, new),
+        Notification::Delete(obj) => handler.on_delete(obj),
+    }));
+    if outcome.is_err() {
+        tracing::error!("an event handler panicked; the notification is dropped");
     }
 }
 
@@ -128,26 +177,14 @@ async fn run_listener<K: Send + Sync + 'static>(
         if tracker.stopped.load(Ordering::Acquire) {
             break;
         }
-        let initial = matches!(
+        deliver(handler.as_ref(), &notification);
+        if matches!(
             notification,
             Notification::Add {
                 is_in_initial_list: true,
                 ..
             }
-        );
-        // A panicking handler loses this one notification, not its whole stream.
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| match &notification {
-            Notification::Add {
-                obj,
-                is_in_initial_list,
-            } => handler.on_add(obj, *is_in_initial_list),
-            Notification::Update { old, new } => handler.on_update(old, new),
-            Notification::Delete(obj) => handler.on_delete(obj),
-        }));
-        if outcome.is_err() {
-            tracing::error!("an event handler panicked; the notification is dropped");
-        }
-        if initial {
+        ) {
             tracker.pending_initial.fetch_sub(1, Ordering::AcqRel);
         }
     }

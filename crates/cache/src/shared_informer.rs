@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::boxed_list_watch::BoxListerWatcher;
 use crate::delta::{Delta, Deltas};
 use crate::delta_fifo::{DeltaFifoOptions, KnownObjects, TransformFunc};
-use crate::handler::ResourceEventHandler;
+use crate::handler::{Delivery, HandlerOptions, ResourceEventHandler};
 use crate::index::{Indexer, NAMESPACE_INDEX, meta_namespace_index_func};
 use crate::informer_fifo::{DrainedFifo, InformerFifo, Process};
 use crate::informer_metrics::{InformerId, InformerMetrics, InformerSeries};
@@ -225,7 +225,41 @@ where
         handler: impl ResourceEventHandler<K>,
         resync_period: Duration,
     ) -> Result<ResourceEventHandlerRegistration, InformerError> {
-        let mut resync_period = resync_period;
+        let options = HandlerOptions {
+            resync_period: Some(resync_period),
+            delivery: Delivery::Buffered,
+        };
+        self.add_event_handler_with_options(handler, options)
+    }
+
+    /// Registers `handler` with `options`: its resync period (as
+    /// [`add_event_handler_with_resync_period`](Self::add_event_handler_with_resync_period)) and
+    /// where it runs ([`Delivery`]). A handler registered after start first gets an add of every
+    /// cached object, as client-go's does.
+    ///
+    /// ```no_run
+    /// # async fn run(client: kube::Client) -> Result<(), ctrlkit_cache::InformerError> {
+    /// use std::{sync::Arc, time::Duration};
+    /// use ctrlkit_cache::{Delivery, HandlerOptions, ResourceEventHandlerFuncs, SharedInformerFactory};
+    /// use k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let factory = SharedInformerFactory::new(client, Duration::from_secs(600));
+    /// let (sender, mut keys) = tokio::sync::mpsc::unbounded_channel();
+    /// // Only sends a key on: quick enough to run on the informer's own task.
+    /// let enqueue = ResourceEventHandlerFuncs::new()
+    ///     .on_update(move |_old, pod: &Arc<Pod>| { let _ = sender.send(pod.metadata.name.clone()); });
+    /// let options = HandlerOptions { delivery: Delivery::Inline, ..Default::default() };
+    /// factory.informer::<Pod>().add_event_handler_with_options(enqueue, options)?;
+    /// # drop(keys.try_recv()); Ok(()) }
+    /// ```
+    pub fn add_event_handler_with_options(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        options: HandlerOptions,
+    ) -> Result<ResourceEventHandlerRegistration, InformerError> {
+        let mut resync_period = options
+            .resync_period
+            .unwrap_or(self.inner.default_resync_period);
         // Held until the listener is in place, so `run` cannot start (and distribute the first
         // changes) between the decision below and the registration.
         let mut config = self.inner.config.lock();
@@ -264,6 +298,7 @@ where
         let mut listener = Listener::new(
             id,
             Arc::new(handler),
+            options.delivery,
             resync_period,
             determine_resync_period(resync_period, check_period),
         );

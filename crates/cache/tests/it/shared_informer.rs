@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctrlkit_cache::{
-    Backoff, InformerError, Lister, ObjectOrTombstone, ReflectorError, ReflectorOptions,
-    ResourceEventHandler, ResourceEventHandlerFuncs, ScriptedListerWatcher, SharedIndexInformer,
-    SharedInformerFactory, WatchFeed,
+    Backoff, Delivery, HandlerOptions, InformerError, Lister, ObjectOrTombstone, ReflectorError,
+    ReflectorOptions, ResourceEventHandler, ResourceEventHandlerFuncs, ScriptedListerWatcher,
+    SharedIndexInformer, SharedInformerFactory, WatchFeed,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListMeta, ObjectList, ObjectMeta, TypeMeta, WatchEvent};
@@ -897,6 +897,184 @@ async fn an_expired_watch_relists_and_tombstones_what_vanished() {
     keys.sort();
     assert_eq!(keys, ["pod-1", "pod-2", "pod-3"]);
     assert_eq!(informer.last_sync_resource_version(), "5");
+    running.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inline handlers: called on the informer's own task.
+
+const INLINE: HandlerOptions = HandlerOptions {
+    resync_period: None,
+    delivery: Delivery::Inline,
+};
+
+/// A journal that also notes, for each notification, whether the informer's cache already held
+/// the object's newest state (or its absence, for a delete) when the handler was called.
+#[derive(Clone)]
+struct CacheWitness {
+    journal: Journal,
+    informer: SharedIndexInformer<Pod>,
+    cache_was_ahead: Arc<Mutex<Vec<bool>>>,
+}
+
+impl CacheWitness {
+    fn note(&self, name: &str, newest: Option<&Pod>) {
+        let cached = self.informer.get_store().get_by_key(name);
+        let ahead = match (cached, newest) {
+            (Some(cached), Some(newest)) => rv_of(&cached) == rv_of(newest),
+            (None, None) => true,
+            _ => false,
+        };
+        self.cache_was_ahead.lock().push(ahead);
+    }
+}
+
+impl ResourceEventHandler<Pod> for CacheWitness {
+    fn on_add(&self, obj: &Arc<Pod>, is_in_initial_list: bool) {
+        self.note(&name_of(obj), Some(obj));
+        self.journal.on_add(obj, is_in_initial_list);
+    }
+
+    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+        self.note(&name_of(new), Some(new));
+        self.journal.on_update(old, new);
+    }
+
+    fn on_delete(&self, obj: &ObjectOrTombstone<Pod>) {
+        if let ObjectOrTombstone::Object(pod) = obj {
+            self.note(&name_of(pod), None);
+        }
+        self.journal.on_delete(obj);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_handler_sees_each_change_after_the_cache_and_in_order() {
+    let (lw, feed) = serving("2", vec![pod("pod-a", "1"), pod("pod-b", "2")]);
+    let informer = SharedIndexInformer::new(lw, Duration::ZERO, Default::default());
+    let inline = CacheWitness {
+        journal: Journal::default(),
+        informer: informer.clone(),
+        cache_was_ahead: Arc::default(),
+    };
+    let buffered = Journal::default();
+    let registration = informer
+        .add_event_handler_with_options(inline.clone(), INLINE)
+        .unwrap();
+    informer.add_event_handler(buffered.clone()).unwrap();
+    let running = spawn_run(&informer);
+    assert!(informer.wait_for_sync(&CancellationToken::new()).await);
+    // Nothing is left pending for an inline handler once the informer has synced.
+    assert!(registration.has_synced());
+    assert_eq!(
+        inline.journal.take_sorted(),
+        [added("pod-a", true), added("pod-b", true)]
+    );
+
+    feed.send(WatchEvent::Added(pod("pod-c", "3")));
+    feed.send(WatchEvent::Modified(pod("pod-a", "4")));
+    feed.send(WatchEvent::Deleted(pod("pod-b", "5")));
+    settle().await;
+    let live = [
+        added("pod-c", false),
+        updated("pod-a", "1", "4"),
+        deleted("pod-b", "5"),
+    ];
+    assert_eq!(inline.journal.take(), live);
+    // The buffered handler hears the same, in the same order.
+    buffered.take();
+    feed.send(WatchEvent::Modified(pod("pod-c", "6")));
+    settle().await;
+    assert_eq!(inline.journal.take(), [updated("pod-c", "3", "6")]);
+    assert_eq!(buffered.take(), [updated("pod-c", "3", "6")]);
+    assert_eq!(*inline.cache_was_ahead.lock(), [true; 6]);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_handler_registered_late_has_the_cache_before_registration_returns() {
+    let (lw, feed) = serving("2", vec![pod("pod-a", "1"), pod("pod-b", "2")]);
+    let informer = SharedIndexInformer::new(lw, Duration::ZERO, Default::default());
+    let running = spawn_run(&informer);
+    assert!(informer.wait_for_sync(&CancellationToken::new()).await);
+
+    let late = Journal::default();
+    let registration = informer
+        .add_event_handler_with_options(late.clone(), INLINE)
+        .unwrap();
+    // Called by the registering caller, not queued: nothing to wait for.
+    assert!(registration.has_synced());
+    assert_eq!(
+        late.take_sorted(),
+        [added("pod-a", true), added("pod-b", true)]
+    );
+
+    feed.send(WatchEvent::Modified(pod("pod-a", "3")));
+    settle().await;
+    assert_eq!(late.take(), [updated("pod-a", "1", "3")]);
+    informer.remove_event_handler(&registration).unwrap();
+    feed.send(WatchEvent::Modified(pod("pod-a", "4")));
+    settle().await;
+    assert_eq!(late.take(), []);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_handler_is_resynced_on_its_own_period() {
+    let (lw, _feed) = serving("2", vec![pod("pod-a", "1")]);
+    let informer = SharedIndexInformer::new(lw, 10 * SECOND, Default::default());
+    let journal = Journal::default();
+    let options = HandlerOptions {
+        resync_period: Some(SECOND),
+        delivery: Delivery::Inline,
+    };
+    informer
+        .add_event_handler_with_options(journal.clone(), options)
+        .unwrap();
+    let running = spawn_run(&informer);
+    settle().await;
+    assert_eq!(journal.take(), [added("pod-a", true)]);
+    sleep(SECOND).await;
+    settle().await;
+    assert_eq!(journal.take(), [resynced("pod-a", "1")]);
+    sleep(SECOND).await;
+    settle().await;
+    assert_eq!(journal.take(), [resynced("pod-a", "1")]);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_inline_handler_loses_only_that_notification() {
+    let (lw, feed) = serving("1", Vec::new());
+    let informer = SharedIndexInformer::new(lw, Duration::ZERO, Default::default());
+    let survivor = Journal::default();
+    let bystander = Journal::default();
+    informer
+        .add_event_handler_with_options(
+            ResourceEventHandlerFuncs::new().on_add({
+                let survivor = survivor.clone();
+                move |pod: &Arc<Pod>, initial| {
+                    if name_of(pod) == "pod-a" {
+                        panic!("handler fails on {}", name_of(pod));
+                    }
+                    survivor.on_add(pod, initial);
+                }
+            }),
+            INLINE,
+        )
+        .unwrap();
+    informer.add_event_handler(bystander.clone()).unwrap();
+    let running = spawn_run(&informer);
+    settle().await;
+    feed.send(WatchEvent::Added(pod("pod-a", "2")));
+    feed.send(WatchEvent::Added(pod("pod-b", "3")));
+    settle().await;
+    assert_eq!(survivor.take(), [added("pod-b", false)]);
+    assert_eq!(
+        bystander.take(),
+        [added("pod-a", false), added("pod-b", false)]
+    );
+    assert_eq!(informer.get_store().len(), 2);
     running.stop().await.unwrap();
 }
 
