@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctrlkit_cache::{
-    InformerError, ObjectOrTombstone, ResourceEventHandlerFuncs, SharedIndexInformer,
-    deletion_handling_meta_namespace_key, meta_namespace_key,
+    Delivery, HandlerOptions, InformerError, ObjectOrTombstone, ResourceEventHandlerFuncs,
+    SharedIndexInformer, deletion_handling_meta_namespace_key, meta_namespace_key,
 };
 use ctrlkit_leaderelection::{
     ConfigError, LeaderCallbacks, LeaderElectionConfig, LeaderElector, ResourceLock,
@@ -129,6 +129,14 @@ impl Trigger {
             .is_ok()
     }
 }
+
+/// How the controller's handlers are registered: on the informer's own task, as kube-runtime
+/// runs its triggers. They only run the predicates and mappers and put keys on the queue, which
+/// never waits; each change reaches the queue without a wake of another task or thread.
+const ENQUEUE_ONLY: HandlerOptions = HandlerOptions {
+    resync_period: None,
+    delivery: Delivery::Inline,
+};
 
 /// A controller for primary objects of kind `K`; client-go's sample-controller loop, and
 /// controller-runtime's builder, in one.
@@ -308,6 +316,8 @@ where
 
     /// Reconciles only the events of primary objects that `predicate` passes; with several,
     /// all must pass (controller-runtime's `WithPredicates` on `For`). See [`crate::predicate`].
+    /// Predicates and mappers run on the informer's own task, as each change is cached (as
+    /// kube-runtime's do): keep them quick, without blocking.
     pub fn predicate(mut self, predicate: impl Predicate<K>) -> Self {
         self.predicates.push(predicate);
         self
@@ -439,7 +449,7 @@ where
         self.registrations.push(Box::new(move |queue: &Enqueue| {
             let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue.clone());
             let (add, update, delete) = (Arc::clone(&watch), Arc::clone(&watch), watch);
-            watched.add_event_handler(
+            watched.add_event_handler_with_options(
                 ResourceEventHandlerFuncs::new()
                     .on_add(move |object: &Arc<C>, initial| {
                         if add.predicates.create(object) {
@@ -464,6 +474,7 @@ where
                             delete.enqueue(&on_delete, object, 0);
                         }
                     }),
+                ENQUEUE_ONLY,
             )?;
             Ok(())
         }));
@@ -643,7 +654,7 @@ where
             let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue.clone());
             let (add, update, delete) =
                 (Arc::clone(&predicates), Arc::clone(&predicates), predicates);
-            primary.add_event_handler(
+            primary.add_event_handler_with_options(
                 ResourceEventHandlerFuncs::new()
                     .on_add(move |object: &Arc<K>, initial| {
                         if add.create(object)
@@ -682,6 +693,7 @@ where
                             on_delete.add(key, 0, || ReconcileReason::ObjectUpdated);
                         }
                     }),
+                ENQUEUE_ONLY,
             )?;
             Ok(())
         })
