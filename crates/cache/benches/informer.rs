@@ -5,8 +5,9 @@
 //! For 10,000 and 100,000 ConfigMaps and Pods (realistic bodies, managedFields included) the
 //! parent process starts the embedded server and fills it, then runs each client in a child
 //! process of its own: kube-runtime's `reflector(store, watcher(..))`, and ctrlkit's
-//! `SharedIndexInformer` as is, with `drop_managed_fields`, over a slim projection type (Pods),
-//! and metadata-only.
+//! `SharedIndexInformer` as is (its handler on the informer's task, as a controller's are), with
+//! its handler behind a buffer and task of its own (client-go's way), with `drop_managed_fields`,
+//! over a slim projection type (Pods), and metadata-only.
 //!
 //! A full run of a client reports its time to synced and the CPU it took, its live heap (a
 //! counting allocator) and resident memory at their peak during the sync and once synced; then
@@ -41,7 +42,8 @@ use ctrlkit_apiserver::resource::builtin_resources;
 use ctrlkit_apiserver::storage::StoreConfig;
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig};
 use ctrlkit_cache::{
-    MetadataListerWatcher, ResourceEventHandlerFuncs, SharedIndexInformer, drop_managed_fields,
+    Delivery, HandlerOptions, MetadataListerWatcher, ResourceEventHandlerFuncs,
+    SharedIndexInformer, drop_managed_fields,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -217,6 +219,7 @@ async fn run_size(kind: &str, objects: usize, batch_watch: bool) {
         "server replay (no client)",
         "kube-runtime",
         "ctrlkit",
+        "ctrlkit buffered-handler",
         "ctrlkit drop-managed-fields",
     ];
     if kind == "pods" {
@@ -698,6 +701,12 @@ fn child(role: &str) {
             ("kube-runtime", _) => kube_runtime(Api::<ConfigMap>::all(client), updates).await,
             ("ctrlkit", "pods") => ctrlkit(Api::<Pod>::all(client), false, updates).await,
             ("ctrlkit", _) => ctrlkit(Api::<ConfigMap>::all(client), false, updates).await,
+            ("ctrlkit buffered-handler", "pods") => {
+                ctrlkit_buffered(Api::<Pod>::all(client), updates).await
+            }
+            ("ctrlkit buffered-handler", _) => {
+                ctrlkit_buffered(Api::<ConfigMap>::all(client), updates).await
+            }
             ("ctrlkit drop-managed-fields", "pods") => {
                 ctrlkit(Api::<Pod>::all(client), true, updates).await
             }
@@ -832,9 +841,29 @@ impl Progress {
     }
 }
 
+/// ctrlkit's informer, its one handler called on the informer's task, as a controller's are.
 async fn ctrlkit<K>(
     lister_watcher: impl ctrlkit_cache::ListerWatcher<K>,
     drop_fields: bool,
+    updates: usize,
+) where
+    K: Resource + Clone + Send + Sync + 'static,
+{
+    informer_client(lister_watcher, drop_fields, Delivery::Inline, updates).await;
+}
+
+/// ctrlkit's informer, its one handler behind a buffer and task of its own (client-go's way).
+async fn ctrlkit_buffered<K>(lister_watcher: impl ctrlkit_cache::ListerWatcher<K>, updates: usize)
+where
+    K: Resource + Clone + Send + Sync + 'static,
+{
+    informer_client(lister_watcher, false, Delivery::Buffered, updates).await;
+}
+
+async fn informer_client<K>(
+    lister_watcher: impl ctrlkit_cache::ListerWatcher<K>,
+    drop_fields: bool,
+    delivery: Delivery,
     updates: usize,
 ) where
     K: Resource + Clone + Send + Sync + 'static,
@@ -851,11 +880,18 @@ async fn ctrlkit<K>(
             .set_transform(Arc::new(drop_managed_fields::<K>))
             .expect("transform");
     }
+    let options = HandlerOptions {
+        resync_period: None,
+        delivery,
+    };
     informer
-        .add_event_handler(ResourceEventHandlerFuncs::new().on_update({
-            let progress = Arc::clone(&progress);
-            move |_: &Arc<K>, _: &Arc<K>| progress.count()
-        }))
+        .add_event_handler_with_options(
+            ResourceEventHandlerFuncs::new().on_update({
+                let progress = Arc::clone(&progress);
+                move |_: &Arc<K>, _: &Arc<K>| progress.count()
+            }),
+            options,
+        )
         .expect("handler");
     let cancel = CancellationToken::new();
     let started = Instant::now();
