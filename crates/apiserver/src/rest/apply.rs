@@ -77,7 +77,13 @@ pub(super) async fn apply(
             // Nothing changed: the stored object was decoded and defaulted when written.
             return Ok(object);
         }
-        let decoded = decode_object(
+        // The managed fields are the field manager's own, so well formed: they skip the typed
+        // round trip, which would copy each entry's fieldsV1 tree twice.
+        let managed_fields = object
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .and_then(|metadata| metadata.remove("managedFields"));
+        let mut decoded = decode_object(
             kind,
             ParsedBody {
                 value: object,
@@ -86,6 +92,14 @@ pub(super) async fn apply(
             FieldValidation::Ignore,
             Origin::Patch,
         )?;
+        if let Some(managed_fields) = managed_fields
+            && let Some(metadata) = decoded
+                .object
+                .get_mut("metadata")
+                .and_then(Value::as_object_mut)
+        {
+            metadata.insert("managedFields".into(), managed_fields);
+        }
         Ok(decoded.object)
     })
     .await?;
