@@ -1,5 +1,6 @@
 //! client-go's informer machinery for Rust: a local cache that is always eventually equal to
-//! the API server, with indexes, and event handlers that never block each other.
+//! the API server, with indexes, and event handlers that (unless registered inline) never block
+//! each other.
 //!
 //! A [`Reflector`] lists and watches through a [`ListerWatcher`] (any kube-client `Api<K>`) and
 //! feeds a [`DeltaFifo`]; the [`SharedIndexInformer`] pops it, keeps an [`Indexer`] current and
