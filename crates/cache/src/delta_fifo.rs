@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use foldhash::fast::RandomState;
 use kube::Resource;
@@ -157,6 +158,10 @@ pub struct DeltaFifo<K> {
     notify: Notify,
     /// Woken when the FIFO becomes synced.
     synced: Notify,
+    /// Set once, under the lock, when the FIFO becomes synced (it never becomes unsynced);
+    /// read without the lock, so that code run by a pop (which holds it), such as a handler
+    /// called inline, can ask.
+    is_synced: AtomicBool,
     key_func: KeyFunc<K>,
     known_objects: Option<Arc<dyn KnownObjects<K>>>,
     emit_delta_type_replaced: bool,
@@ -187,6 +192,7 @@ impl<K: Clone> DeltaFifo<K> {
             }),
             notify: Notify::new(),
             synced: Notify::new(),
+            is_synced: AtomicBool::new(false),
             key_func: options.key_func,
             known_objects: options.known_objects,
             emit_delta_type_replaced: options.emit_delta_type_replaced,
@@ -227,6 +233,7 @@ impl<K: Clone> DeltaFifo<K> {
         let key = self.key_of(&obj)?;
         let mut inner = self.inner.lock();
         inner.populated = true;
+        self.wake_if_synced(&inner);
         let queued = inner.items.contains_key(&key);
         let known = match &self.known_objects {
             Some(known) => known.get_by_key(&key).is_some(),
@@ -400,8 +407,7 @@ impl<K: Clone> DeltaFifo<K> {
     /// Whether the first relist (or an earlier add, update or delete) has been queued and every
     /// key the first relist queued has been popped.
     pub fn has_synced(&self) -> bool {
-        let inner = self.inner.lock();
-        inner.populated && inner.initial_population_count == 0
+        self.is_synced.load(Ordering::Acquire)
     }
 
     /// Waits until [`has_synced`](Self::has_synced).
@@ -411,6 +417,7 @@ impl<K: Clone> DeltaFifo<K> {
 
     fn wake_if_synced(&self, inner: &Inner<K>) {
         if inner.populated && inner.initial_population_count == 0 {
+            self.is_synced.store(true, Ordering::Release);
             self.synced.notify_waiters();
         }
     }

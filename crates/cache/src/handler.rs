@@ -42,8 +42,9 @@ pub enum Delivery {
     /// cache, as kube-runtime's reflector hands each event to the stream that polls it: no
     /// buffer, and no wake of another task or thread per change. For handlers that return at
     /// once, as one that puts a key on a work queue does. While the handler runs the watch waits,
-    /// and so do the informer's other handlers' notifications; it must not add or remove
-    /// handlers of the same informer (the informer holds its handler list while it calls).
+    /// and so do the informer's other handlers' notifications. It may read the informer's cache
+    /// and ask whether it has synced, but must not add or remove handlers of the same informer
+    /// (the informer holds its handler list while it calls).
     Inline,
 }
 

@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -61,6 +62,10 @@ pub struct RealFifo<K> {
     inner: Mutex<Inner<K>>,
     notify: Notify,
     synced: Notify,
+    /// Set once, under the lock, when the FIFO becomes synced (it never becomes unsynced);
+    /// read without the lock, so that code run by a pop (which holds it), such as a handler
+    /// called inline, can ask.
+    is_synced: AtomicBool,
     key_func: KeyFunc<K>,
     known_objects: Option<Arc<dyn KnownObjects<K>>>,
     transformer: Option<TransformFunc<K>>,
@@ -90,6 +95,7 @@ impl<K: Clone> RealFifo<K> {
             }),
             notify: Notify::new(),
             synced: Notify::new(),
+            is_synced: AtomicBool::new(false),
             key_func: options.key_func,
             known_objects: options.known_objects,
             transformer: options.transformer,
@@ -249,8 +255,7 @@ impl<K: Clone> RealFifo<K> {
     /// Whether the first relist (or an earlier change) was queued and every change the first
     /// relist queued has been popped.
     pub fn has_synced(&self) -> bool {
-        let inner = self.inner.lock();
-        inner.populated && inner.initial_population_count == 0
+        self.is_synced.load(Ordering::Acquire)
     }
 
     /// Waits until [`has_synced`](Self::has_synced).
@@ -260,6 +265,7 @@ impl<K: Clone> RealFifo<K> {
 
     fn wake_if_synced(&self, inner: &Inner<K>) {
         if inner.populated && inner.initial_population_count == 0 {
+            self.is_synced.store(true, Ordering::Release);
             self.synced.notify_waiters();
         }
     }

@@ -1044,6 +1044,35 @@ async fn an_inline_handler_is_resynced_on_its_own_period() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_inline_handler_may_ask_whether_the_informer_has_synced() {
+    let (lw, feed) = serving("2", vec![pod("pod-a", "1"), pod("pod-b", "2")]);
+    let informer = SharedIndexInformer::new(lw, Duration::ZERO, Default::default());
+    // Called while the informer applies the change: the answer must not wait on the informer.
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    informer
+        .add_event_handler_with_options(
+            ResourceEventHandlerFuncs::new()
+                .on_add({
+                    let (informer, answers) = (informer.clone(), Arc::clone(&answers));
+                    move |_: &Arc<Pod>, _| answers.lock().push(informer.has_synced())
+                })
+                .on_update({
+                    let (informer, answers) = (informer.clone(), Arc::clone(&answers));
+                    move |_: &Arc<Pod>, _: &Arc<Pod>| answers.lock().push(informer.has_synced())
+                }),
+            INLINE,
+        )
+        .unwrap();
+    let running = spawn_run(&informer);
+    settle().await;
+    feed.send(WatchEvent::Modified(pod("pod-a", "3")));
+    settle().await;
+    // Synced once the last initial add has been handled, not while it is.
+    assert_eq!(*answers.lock(), [false, false, true]);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_panicking_inline_handler_loses_only_that_notification() {
     let (lw, feed) = serving("1", Vec::new());
     let informer = SharedIndexInformer::new(lw, Duration::ZERO, Default::default());
