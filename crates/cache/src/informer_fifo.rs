@@ -71,7 +71,7 @@ impl<K: Clone + Send + Sync> InformerFifo<K> {
 pub(crate) type Process<K> = Box<dyn Fn(&str, Deltas<K>, bool) + Send + Sync>;
 
 /// The reflector's store in an informer: each change is queued in the FIFO and at once popped
-/// into the informer's processing (its cache and its handlers' buffers) by the task that queued
+/// into the informer's processing (its cache, then its handlers) by the task that queued
 /// it, so that no task sits between the reflector and the cache and a watch event is decoded,
 /// queued and applied without waking another thread. The FIFO keeps its client-go semantics (a
 /// relist's tombstones, collapsed deletions, `has_synced`), and each pop still runs under its

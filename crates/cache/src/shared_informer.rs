@@ -3,9 +3,11 @@
 //!
 //! The informer runs a [`Reflector`] into a [`DeltaFifo`] and pops each change as soon as it is
 //! queued, in the reflector's own task: it applies the change to its [`Indexer`] and then
-//! notifies every registered handler through that handler's own unbounded buffer and task. Handlers registered after start first receive a synthetic add of every
-//! cached object. Each handler may ask for periodic resyncs (re-delivery of every cached object
-//! as an update with equal old and new resourceVersions).
+//! notifies every registered handler, through that handler's own unbounded buffer and task, or
+//! by calling it there and then for a handler registered with [`Delivery::Inline`]. Handlers
+//! registered after start first receive a synthetic add of every cached object. Each handler
+//! may ask for periodic resyncs (re-delivery of every cached object as an update with equal old
+//! and new resourceVersions).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
