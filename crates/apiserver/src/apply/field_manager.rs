@@ -241,7 +241,8 @@ impl FieldManager {
             })?;
         // The merge and comparisons work on the object without its managed fields, which the
         // apply writes anew.
-        let live = &without_managed_fields(live);
+        let unmanaged = without_managed_fields(live);
+        let live = &unmanaged;
         let (group, version) = split_api_version(config["apiVersion"].as_str().unwrap_or(""));
         let kind = config["kind"].as_str().unwrap_or("");
         if (group, version, kind)
@@ -258,8 +259,7 @@ impl FieldManager {
         let kubectl = manager == last_applied::KUBECTL;
         // Only kubectl's apply may run twice (see `last_applied`): only it needs a copy.
         let retry = kubectl.then(|| managed.clone());
-        let (mut object, managed) = match self.apply_tracked(live, config, managed, manager, force)
-        {
+        let (changed, managed) = match self.apply_tracked(live, config, managed, manager, force) {
             Err(ApplyError::Conflicts(conflicts)) if kubectl => {
                 let allowed = last_applied::allowed_conflicts(live, &self.ty, &self.api_version());
                 let refused = last_applied::refused(&conflicts, allowed.as_ref());
@@ -272,6 +272,7 @@ impl FieldManager {
             }
             other => other?,
         };
+        let mut object = changed.unwrap_or(unmanaged);
         if kubectl {
             last_applied::follow(&mut object, config);
         }
@@ -279,7 +280,8 @@ impl FieldManager {
         Ok(object)
     }
 
-    /// The apply itself, from the first apply's bookkeeping to the merge.
+    /// The apply itself, from the first apply's bookkeeping to the merge: the object if the
+    /// apply changed it, and the managed fields.
     fn apply_tracked(
         &self,
         live: &Value,
@@ -287,7 +289,7 @@ impl FieldManager {
         mut managed: ManagedFields,
         manager: &str,
         force: bool,
-    ) -> Result<(Value, ManagedFields), ApplyError> {
+    ) -> Result<(Option<Value>, ManagedFields), ApplyError> {
         if managed.is_empty() {
             managed = self
                 .record_update(&json!({}), live, managed, BEFORE_FIRST_APPLY)
@@ -329,14 +331,10 @@ impl FieldManager {
             )),
         })?;
         managed.managers = applied.managers;
-        let object = match applied.object {
-            Some(object) => {
-                managed.times.insert(key, crate::storage::now_timestamp());
-                object
-            }
-            None => live.clone(),
-        };
-        Ok((object, managed))
+        if applied.object.is_some() {
+            managed.times.insert(key, crate::storage::now_timestamp());
+        }
+        Ok((applied.object, managed))
     }
 }
 

@@ -38,25 +38,41 @@ impl PathElement {
 
     /// The text of this step in `managedFields`.
     pub fn to_fields_v1(&self) -> String {
+        let mut text = Vec::new();
+        self.write_fields_v1(&mut text);
+        // Only UTF-8 is written (see `write_fields_v1`).
+        String::from_utf8(text).unwrap_or_default()
+    }
+
+    /// Appends the text of this step in `managedFields` to `out`, as UTF-8.
+    pub fn write_fields_v1(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        // Writing to a Vec cannot fail; names are UTF-8 and JSON is written as UTF-8.
         match self {
-            Self::Field(name) => format!("f:{name}"),
+            Self::Field(name) => {
+                out.extend_from_slice(b"f:");
+                out.extend_from_slice(name.as_bytes());
+            }
             Self::Key(fields) => {
                 // The key fields are sorted by name, as JSON objects are written here.
-                let mut text = b"k:{".to_vec();
+                out.extend_from_slice(b"k:{");
                 for (index, (name, value)) in fields.iter().enumerate() {
                     if index > 0 {
-                        text.push(b',');
+                        out.push(b',');
                     }
-                    // Writing JSON to a Vec cannot fail, and leaves it UTF-8.
-                    let _ = serde_json::to_writer(&mut text, &**name);
-                    text.push(b':');
-                    let _ = serde_json::to_writer(&mut text, value);
+                    let _ = serde_json::to_writer(&mut *out, &**name);
+                    out.push(b':');
+                    let _ = serde_json::to_writer(&mut *out, value);
                 }
-                text.push(b'}');
-                String::from_utf8(text).unwrap_or_default()
+                out.push(b'}');
             }
-            Self::Value(value) => format!("v:{}", serde_json::to_string(value).unwrap_or_default()),
-            Self::Index(index) => format!("i:{index}"),
+            Self::Value(value) => {
+                out.extend_from_slice(b"v:");
+                let _ = serde_json::to_writer(&mut *out, value);
+            }
+            Self::Index(index) => {
+                let _ = write!(out, "i:{index}");
+            }
         }
     }
 

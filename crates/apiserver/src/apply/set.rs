@@ -335,6 +335,61 @@ impl Set {
         out
     }
 
+    /// Whether `json` is what [`to_fields_v1`](Self::to_fields_v1) writes for this set, found
+    /// without writing it: a manager that applies the same fields again (the usual apply)
+    /// keeps its entry as it was.
+    ///
+    /// Never `true` for JSON that differs. Two steps whose texts coincide would be written as
+    /// one key; the answer for such a set is `false`, and its caller then writes and compares.
+    pub fn matches_fields_v1(&self, json: &Value) -> bool {
+        let mut key = Vec::new();
+        json.as_object()
+            .is_some_and(|level| self.level_matches(level, false, &mut key))
+    }
+
+    /// Whether `level` is this set's level as `fields_v1_contents(include_self)` writes it.
+    fn level_matches(
+        &self,
+        level: &Map<String, Value>,
+        include_self: bool,
+        key: &mut Vec<u8>,
+    ) -> bool {
+        let is_empty_object =
+            |value: Option<&Value>| value.and_then(Value::as_object).is_some_and(Map::is_empty);
+        if include_self && !is_empty_object(level.get(".")) {
+            return false;
+        }
+        let mut keys = usize::from(include_self);
+        let mut matches = true;
+        merge_runs(
+            &self.members,
+            &self.children,
+            |member| *member,
+            |(step, _)| step,
+            |merged| {
+                keys += 1;
+                if !matches {
+                    return;
+                }
+                let (step, child, include_self) = match merged {
+                    Merged::Left(member) => (member, None, false),
+                    Merged::Right((step, child)) => (step, Some(child), false),
+                    Merged::Both(_, (step, child)) => (step, Some(child), true),
+                };
+                key.clear();
+                step.write_fields_v1(key);
+                let entry = std::str::from_utf8(key).ok().and_then(|key| level.get(key));
+                matches = match child {
+                    None => is_empty_object(entry),
+                    Some(child) => entry
+                        .and_then(Value::as_object)
+                        .is_some_and(|inner| child.level_matches(inner, include_self, key)),
+                };
+            },
+        );
+        matches && keys == level.len()
+    }
+
     /// Reads `FieldsV1` JSON; `None` if it is not an object of objects.
     pub fn from_fields_v1(fields: &Value) -> Option<Set> {
         let (set, _) = Self::read_level(fields)?;
@@ -399,6 +454,73 @@ mod tests {
         assert!(!set.has(&path(&["f:spec"])));
         assert_eq!(set.to_fields_v1(), fields);
         assert_eq!(set.paths().len(), 5);
+    }
+
+    #[test]
+    fn matching_fields_v1_is_equality_with_what_would_be_written() {
+        let fields = json!({
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {
+                "f:containers": {
+                    "k:{\"name\":\"nginx\"}": {".": {}, "f:image": {}, "f:name": {}},
+                },
+                "f:replicas": {},
+            },
+        });
+        let set = Set::from_fields_v1(&fields).unwrap();
+        assert!(set.matches_fields_v1(&fields));
+        let mut other = fields.clone();
+        other["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"]
+            .as_object_mut()
+            .unwrap()
+            .remove(".");
+        assert!(
+            !set.matches_fields_v1(&other),
+            "a member with children lost its mark"
+        );
+        let mut other = fields.clone();
+        other["f:spec"]["f:paused"] = json!({});
+        assert!(!set.matches_fields_v1(&other), "an extra field");
+        let mut other = fields.clone();
+        other["f:spec"]["f:replicas"] = json!({"f:x": {}});
+        assert!(
+            !set.matches_fields_v1(&other),
+            "a member turned into a parent"
+        );
+        assert!(!set.matches_fields_v1(&json!({})));
+        assert!(!set.matches_fields_v1(&json!(null)));
+        assert!(Set::new().matches_fields_v1(&json!({})));
+    }
+
+    /// Random sets of paths of up to three steps of every kind, drawn from a few names so
+    /// that sets overlap.
+    fn arbitrary_set() -> impl proptest::strategy::Strategy<Value = Set> {
+        use proptest::prelude::*;
+        let step = prop_oneof![
+            prop::sample::select(vec!["a", "b", "c"]).prop_map(PathElement::field),
+            (0..3usize).prop_map(PathElement::Index),
+            prop::sample::select(vec!["x", "y"]).prop_map(|value| PathElement::Value(json!(value))),
+            prop::sample::select(vec!["x", "y"]).prop_map(|value| {
+                PathElement::Key(
+                    vec![(super::super::path::Name::from("name"), json!(value))].into(),
+                )
+            }),
+        ];
+        prop::collection::vec(prop::collection::vec(step, 1..4), 0..8).prop_map(|paths| {
+            let mut set = Set::new();
+            for path in paths {
+                set.insert(&path);
+            }
+            set
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matches_fields_v1_agrees_with_writing_the_set(a in arbitrary_set(), b in arbitrary_set()) {
+            proptest::prop_assert!(a.matches_fields_v1(&a.to_fields_v1()));
+            proptest::prop_assert_eq!(a.matches_fields_v1(&b.to_fields_v1()), a.to_fields_v1() == b.to_fields_v1());
+        }
     }
 
     #[test]

@@ -165,26 +165,22 @@ pub fn apply(
     let stated = typed::to_field_set(config, ty)?.recursive_difference(ignored);
     let set = stated.difference(stripped);
     // What it applied before: only an apply that drops some of it can leave fields to remove.
-    // Applied again unchanged (the usual case), its fields are the same JSON as before.
-    let last = managers.remove(manager);
-    let fields = set.to_fields_v1();
-    let (drops, last) = match last {
+    // Applied again with the same fields (the usual case), its entry is kept as it was.
+    let (drops, last, fields) = match managers.remove(manager) {
         Some(Owned {
             set: Fields::Encoded(json),
             ..
-        }) if json == fields => (false, None),
+        }) if set.matches_fields_v1(&json) => (false, None, json),
         Some(last) => {
             let last_set = last.set.into_set();
             let drops = !last_set.difference(&set).is_empty();
-            (
-                drops,
-                Some(Owned {
-                    set: last_set.into(),
-                    ..last
-                }),
-            )
+            let last = Owned {
+                set: last_set.into(),
+                ..last
+            };
+            (drops, Some(last), set.to_fields_v1())
         }
-        None => (false, None),
+        None => (false, None, set.to_fields_v1()),
     };
     managers.insert(
         manager.to_string(),
