@@ -2,7 +2,9 @@
 //! measured on:
 //!
 //! - (a)  1,000,000 distinct keys: every add, then drain with get + done;
-//! - (a') the same keys, add; get; done one key at a time;
+//! - (a') the same keys, add; get; done one key at a time; and its floor: the three
+//!   uncontended lock round trips per key that any one-lock queue with this API makes, without
+//!   the queue (with ctrlkit's lock, and the yardstick's);
 //! - (b)  4 producers × 4 consumers, 100,000 keys: each producer adds every key once (b1), or
 //!   every key 10 times (b10); counted in adds per second;
 //! - (c)  100,000 distinct keys through `add_rate_limited` (exponential 5 ms … 1000 s), one
@@ -112,6 +114,19 @@ fn interleaved<T: Clone + Eq + Hash + Send + 'static>(keys: &[T]) -> f64 {
         }
         n as f64 / start.elapsed().as_secs_f64()
     })
+}
+
+/// The floor under (a'): per key, the three uncontended lock round trips (add, get, done) any
+/// queue with client-go's API and one lock makes, and nothing else; with the queue's lock
+/// (parking_lot's) or the yardstick's (std's).
+fn lock_round_trips<M>(keys: usize, mutex: M, round_trip: impl Fn(&M, usize)) -> f64 {
+    let start = Instant::now();
+    for key in 0..keys {
+        for _ in 0..3 {
+            round_trip(std::hint::black_box(&mutex), key);
+        }
+    }
+    keys as f64 / start.elapsed().as_secs_f64()
 }
 
 /// How (b)'s producers hand a key they keep to the queue.
@@ -441,6 +456,21 @@ fn main() {
             "(a') 1M &'static str keys, add;get;done interleaved",
             Box::new(|| interleaved(a_static())),
             Some(Box::new(|| client_go_interleaved(a_static()))),
+        ),
+        (
+            "(a') floor: 3 uncontended lock round trips per key, no queue",
+            Box::new(|| {
+                lock_round_trips(A_KEYS, parking_lot::Mutex::new(0), |mutex, key| {
+                    *mutex.lock() += key;
+                })
+            }),
+            Some(Box::new(|| {
+                lock_round_trips(A_KEYS, std::sync::Mutex::new(0), |mutex, key| {
+                    *mutex
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) += key;
+                })
+            })),
         ),
         (
             "(b1) 4x4, 100k keys, each producer adds each once (adds/s)",
