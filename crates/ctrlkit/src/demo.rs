@@ -346,10 +346,12 @@ async fn check(client: &Client, namespace: &str) -> Result<(usize, usize, usize)
     Ok((matching, foos.len(), orphans))
 }
 
-/// Waits until every Foo's Deployment matches and no Deployment of a deleted Foo is left.
+/// Waits until `wanted` Foos exist (a deleted Foo stays until its finalizer is released), each
+/// Deployment matches its Foo, and no Deployment of a deleted Foo is left.
 async fn converge(
     client: &Client,
     options: &DemoOptions,
+    wanted: usize,
     phase: &str,
     progress: &mut Progress,
     observed: &Observed,
@@ -359,7 +361,7 @@ async fn converge(
     loop {
         let (matching, total, orphans) = check(client, &options.namespace).await?;
         progress.show(phase, matching, total, observed);
-        if (matching == total && orphans == 0) || Instant::now() >= end {
+        if (matching == total && total == wanted && orphans == 0) || Instant::now() >= end {
             progress.end_phase();
             return Ok((matching, total, orphans));
         }
@@ -555,6 +557,7 @@ async fn workload(
     converge(
         &client,
         &options,
+        options.foos,
         "create",
         &mut progress,
         &observed,
@@ -602,6 +605,7 @@ async fn workload(
     converge(
         &client,
         &options,
+        options.foos,
         "scale",
         &mut progress,
         &observed,
@@ -610,12 +614,15 @@ async fn workload(
     .await?;
 
     // Delete a quarter; their Deployments go with them (garbage collection of owned objects).
+    let mut deleted = 0;
     for n in (0..options.foos).step_by(4) {
         foos.delete(&name(n), &DeleteParams::default()).await?;
+        deleted += 1;
     }
     let (matching, total, orphans) = converge(
         &client,
         &options,
+        options.foos.saturating_sub(deleted),
         "delete",
         &mut progress,
         &observed,
