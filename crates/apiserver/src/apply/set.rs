@@ -431,9 +431,10 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn fields_v1_round_trips_and_marks_members_with_children() {
-        let fields = json!({
+    /// A Deployment's fields as FieldsV1: a label, a container by its key with two of its
+    /// fields, and the replicas.
+    fn deployment_fields() -> Value {
+        json!({
             "f:metadata": {"f:labels": {"f:app": {}}},
             "f:spec": {
                 "f:containers": {
@@ -441,7 +442,12 @@ mod tests {
                 },
                 "f:replicas": {},
             },
-        });
+        })
+    }
+
+    #[test]
+    fn fields_v1_round_trips_and_marks_members_with_children() {
+        let fields = deployment_fields();
         let set = Set::from_fields_v1(&fields).unwrap();
         assert!(set.has(&path(&["f:spec", "f:replicas"])));
         assert!(set.has(&path(&["f:spec", "f:containers", r#"k:{"name":"nginx"}"#])));
@@ -458,15 +464,7 @@ mod tests {
 
     #[test]
     fn matching_fields_v1_is_equality_with_what_would_be_written() {
-        let fields = json!({
-            "f:metadata": {"f:labels": {"f:app": {}}},
-            "f:spec": {
-                "f:containers": {
-                    "k:{\"name\":\"nginx\"}": {".": {}, "f:image": {}, "f:name": {}},
-                },
-                "f:replicas": {},
-            },
-        });
+        let fields = deployment_fields();
         let set = Set::from_fields_v1(&fields).unwrap();
         assert!(set.matches_fields_v1(&fields));
         let mut other = fields.clone();
