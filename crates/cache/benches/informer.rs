@@ -696,30 +696,34 @@ fn child(role: &str) {
             raw_watch(&url, &kind, updates).await;
             return;
         }
+        let delivery = if role == "ctrlkit buffered-handler" {
+            Delivery::Buffered
+        } else {
+            Delivery::Inline
+        };
         match (role, kind.as_str()) {
             ("kube-runtime", "pods") => kube_runtime(Api::<Pod>::all(client), updates).await,
             ("kube-runtime", _) => kube_runtime(Api::<ConfigMap>::all(client), updates).await,
-            ("ctrlkit", "pods") => ctrlkit(Api::<Pod>::all(client), false, updates).await,
-            ("ctrlkit", _) => ctrlkit(Api::<ConfigMap>::all(client), false, updates).await,
-            ("ctrlkit buffered-handler", "pods") => {
-                ctrlkit_buffered(Api::<Pod>::all(client), updates).await
+            ("ctrlkit" | "ctrlkit buffered-handler", "pods") => {
+                ctrlkit(Api::<Pod>::all(client), false, delivery, updates).await
             }
-            ("ctrlkit buffered-handler", _) => {
-                ctrlkit_buffered(Api::<ConfigMap>::all(client), updates).await
+            ("ctrlkit" | "ctrlkit buffered-handler", _) => {
+                ctrlkit(Api::<ConfigMap>::all(client), false, delivery, updates).await
             }
             ("ctrlkit drop-managed-fields", "pods") => {
-                ctrlkit(Api::<Pod>::all(client), true, updates).await
+                ctrlkit(Api::<Pod>::all(client), true, delivery, updates).await
             }
             ("ctrlkit drop-managed-fields", _) => {
-                ctrlkit(Api::<ConfigMap>::all(client), true, updates).await
+                ctrlkit(Api::<ConfigMap>::all(client), true, delivery, updates).await
             }
             ("ctrlkit slim-projection", _) => {
-                ctrlkit(Api::<SlimPod>::all(client), false, updates).await
+                ctrlkit(Api::<SlimPod>::all(client), false, delivery, updates).await
             }
             ("ctrlkit metadata-only", "pods") => {
                 ctrlkit::<PartialObjectMeta<Pod>>(
                     MetadataListerWatcher::new(Api::<Pod>::all(client)),
                     false,
+                    delivery,
                     updates,
                 )
                 .await
@@ -728,6 +732,7 @@ fn child(role: &str) {
                 ctrlkit::<PartialObjectMeta<ConfigMap>>(
                     MetadataListerWatcher::new(Api::<ConfigMap>::all(client)),
                     false,
+                    delivery,
                     updates,
                 )
                 .await
@@ -841,26 +846,9 @@ impl Progress {
     }
 }
 
-/// ctrlkit's informer, its one handler called on the informer's task, as a controller's are.
+/// ctrlkit's informer with one handler, run where `delivery` says: on the informer's task (as a
+/// controller's are), or behind a buffer and task of its own (client-go's way).
 async fn ctrlkit<K>(
-    lister_watcher: impl ctrlkit_cache::ListerWatcher<K>,
-    drop_fields: bool,
-    updates: usize,
-) where
-    K: Resource + Clone + Send + Sync + 'static,
-{
-    informer_client(lister_watcher, drop_fields, Delivery::Inline, updates).await;
-}
-
-/// ctrlkit's informer, its one handler behind a buffer and task of its own (client-go's way).
-async fn ctrlkit_buffered<K>(lister_watcher: impl ctrlkit_cache::ListerWatcher<K>, updates: usize)
-where
-    K: Resource + Clone + Send + Sync + 'static,
-{
-    informer_client(lister_watcher, false, Delivery::Buffered, updates).await;
-}
-
-async fn informer_client<K>(
     lister_watcher: impl ctrlkit_cache::ListerWatcher<K>,
     drop_fields: bool,
     delivery: Delivery,
