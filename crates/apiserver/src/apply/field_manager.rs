@@ -83,6 +83,16 @@ pub enum ApplyError {
     Failed(String),
 }
 
+/// The object an apply made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppliedObject {
+    /// The object, with its managed fields.
+    pub object: Value,
+    /// Whether the apply changed its fields. When `false`, the object may still differ from
+    /// the live one: in its managed fields, or in kubectl's last-applied annotation.
+    pub changed: bool,
+}
+
 /// The field manager of one endpoint.
 #[derive(Debug, Clone)]
 pub struct FieldManager {
@@ -224,25 +234,21 @@ impl FieldManager {
     }
 
     /// Applies `config` as `manager` to `live` (`None`: the object does not exist yet) and
-    /// returns the object with its managed fields: the merged object, or `live` itself when
-    /// the apply changes nothing. The caller defaults and validates it as any write.
+    /// returns the object with its managed fields. The caller defaults and validates it as
+    /// any write.
     pub fn apply(
         &self,
         live: Option<&Value>,
         config: &Value,
         manager: &str,
         force: bool,
-    ) -> Result<Value, ApplyError> {
+    ) -> Result<AppliedObject, ApplyError> {
         let empty = json!({});
         let live = live.unwrap_or(&empty);
         let managed =
             ManagedFields::decode(live.pointer("/metadata/managedFields")).map_err(|error| {
                 ApplyError::Failed(format!("failed to decode managed fields: {error}"))
             })?;
-        // The merge and comparisons work on the object without its managed fields, which the
-        // apply writes anew.
-        let unmanaged = without_managed_fields(live);
-        let live = &unmanaged;
         let (group, version) = split_api_version(config["apiVersion"].as_str().unwrap_or(""));
         let kind = config["kind"].as_str().unwrap_or("");
         if (group, version, kind)
@@ -259,7 +265,8 @@ impl FieldManager {
         let kubectl = manager == last_applied::KUBECTL;
         // Only kubectl's apply may run twice (see `last_applied`): only it needs a copy.
         let retry = kubectl.then(|| managed.clone());
-        let (changed, managed) = match self.apply_tracked(live, config, managed, manager, force) {
+        let (mut applied, managed) = match self.apply_tracked(live, config, managed, manager, force)
+        {
             Err(ApplyError::Conflicts(conflicts)) if kubectl => {
                 let allowed = last_applied::allowed_conflicts(live, &self.ty, &self.api_version());
                 let refused = last_applied::refused(&conflicts, allowed.as_ref());
@@ -272,16 +279,15 @@ impl FieldManager {
             }
             other => other?,
         };
-        let mut object = changed.unwrap_or(unmanaged);
         if kubectl {
-            last_applied::follow(&mut object, config);
+            last_applied::follow(&mut applied.object, config);
         }
-        set_managed_fields(&mut object, managed.encode());
-        Ok(object)
+        set_managed_fields(&mut applied.object, managed.encode());
+        Ok(applied)
     }
 
-    /// The apply itself, from the first apply's bookkeeping to the merge: the object if the
-    /// apply changed it, and the managed fields.
+    /// The apply itself, from the first apply's bookkeeping to the merge: the object (without
+    /// managed fields) and the managed fields.
     fn apply_tracked(
         &self,
         live: &Value,
@@ -289,10 +295,13 @@ impl FieldManager {
         mut managed: ManagedFields,
         manager: &str,
         force: bool,
-    ) -> Result<(Option<Value>, ManagedFields), ApplyError> {
+    ) -> Result<(AppliedObject, ManagedFields), ApplyError> {
+        // A copy of the live object without its managed fields (which the apply writes anew):
+        // the configuration is merged into it in place.
+        let object = without_managed_fields(live);
         if managed.is_empty() {
             managed = self
-                .record_update(&json!({}), live, managed, BEFORE_FIRST_APPLY)
+                .record_update(&json!({}), &object, managed, BEFORE_FIRST_APPLY)
                 .map_err(|error| {
                     ApplyError::Failed(format!(
                         "failed to create manager for existing fields: {error}"
@@ -316,7 +325,7 @@ impl FieldManager {
         })?;
         let api_version = self.api_version();
         let applied = updater::apply(
-            live,
+            object,
             config,
             self.scope(&api_version),
             managed.managers,
@@ -331,10 +340,16 @@ impl FieldManager {
             )),
         })?;
         managed.managers = applied.managers;
-        if applied.object.is_some() {
+        if applied.changed {
             managed.times.insert(key, crate::storage::now_timestamp());
         }
-        Ok((applied.object, managed))
+        Ok((
+            AppliedObject {
+                object: applied.object,
+                changed: applied.changed,
+            },
+            managed,
+        ))
     }
 }
 

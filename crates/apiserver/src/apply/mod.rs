@@ -22,7 +22,7 @@ pub mod typed;
 pub mod updater;
 pub mod validate;
 
-pub use self::field_manager::{ApplyError, FieldManager};
+pub use self::field_manager::{AppliedObject, ApplyError, FieldManager};
 
 #[cfg(test)]
 mod field_manager_tests;

@@ -104,7 +104,7 @@ impl Scenario {
         force: bool,
     ) -> Result<bool, UpdateError> {
         let applied = apply(
-            &self.object,
+            self.object.clone(),
             &config,
             self.scope(),
             self.managers.clone(),
@@ -112,11 +112,8 @@ impl Scenario {
             force,
         )?;
         self.managers = applied.managers;
-        let changed = applied.object.is_some();
-        if let Some(object) = applied.object {
-            self.object = object;
-        }
-        Ok(changed)
+        self.object = applied.object;
+        Ok(applied.changed)
     }
 
     fn update(&mut self, manager: &str, new: Value) {
@@ -375,4 +372,105 @@ fn field_sets_and_fields_v1_of_a_built_in_kind() {
             },
         })
     );
+}
+
+/// Objects of [`object_type`], some fields missing, some of another shape than the type's,
+/// list items repeated now and then.
+fn arbitrary_object() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let word = || prop::sample::select(vec!["a", "b", "c"]).prop_map(Value::from);
+    let port = (
+        prop::sample::select(vec![80, 443]),
+        prop::option::of(prop::sample::select(vec!["TCP", "UDP"])),
+    )
+        .prop_map(|(port, protocol)| match protocol {
+            Some(protocol) => json!({"port": port, "protocol": protocol}),
+            None => json!({"port": port}),
+        });
+    // Few names, so that two lists often hold the same items in the same order.
+    let container = (
+        prop::sample::select(vec!["a", "b"]).prop_map(Value::from),
+        prop::option::of(word()),
+        prop::option::of(prop::collection::vec(port, 0..3)),
+    )
+        .prop_map(|(name, image, ports)| {
+            let mut container = json!({"name": name});
+            if let Some(image) = image {
+                container["image"] = image;
+            }
+            if let Some(ports) = ports {
+                container["ports"] = Value::from(ports);
+            }
+            container
+        });
+    let labels = prop_oneof![
+        prop::collection::btree_map("[xy]", word(), 0..3).prop_map(|labels| json!(labels)),
+        Just(Value::Null),
+        Just(json!("not a map")),
+    ];
+    let spec = (
+        prop::option::of(0..3i64),
+        prop::option::of(any::<bool>()),
+        prop::option::of(word()),
+    )
+        .prop_map(|(replicas, paused, image)| {
+            let mut spec = json!({});
+            if let Some(replicas) = replicas {
+                spec["replicas"] = json!(replicas);
+            }
+            if let Some(paused) = paused {
+                spec["paused"] = json!(paused);
+            }
+            if let Some(image) = image {
+                spec["template"] = json!({"image": image});
+            }
+            spec
+        });
+    (
+        prop::option::of(prop::collection::vec(word(), 0..4)),
+        prop::option::of(prop::collection::vec(word(), 0..3)),
+        prop::option::of(labels),
+        prop::option::of(spec),
+        prop::option::of(prop::collection::vec(container, 0..4)),
+    )
+        .prop_map(|(set, atomic, labels, spec, containers)| {
+            let mut object = json!({});
+            for (name, value) in [
+                ("set", set.map(Value::from)),
+                ("atomic", atomic.map(Value::from)),
+                ("labels", labels),
+                ("spec", spec),
+                ("containers", containers.map(Value::from)),
+            ] {
+                if let Some(value) = value {
+                    object[name] = value;
+                }
+            }
+            object
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+    #[test]
+    fn merging_in_place_makes_what_merging_makes(
+        live in arbitrary_object(),
+        config in arbitrary_object(),
+    ) {
+        let ty = object_type();
+        let expected = super::typed::merge(Some(&live), Some(&config), &ty);
+        let mut merged = live.clone();
+        let changed = super::typed::merge_into(&mut merged, &config, &ty);
+        match (expected, changed) {
+            (Ok(expected), Ok(changed)) => {
+                proptest::prop_assert_eq!(Some(&merged), expected.as_ref());
+                proptest::prop_assert_eq!(changed, merged != live);
+            }
+            (Err(expected), Err(error)) => proptest::prop_assert_eq!(error, expected),
+            (expected, changed) => proptest::prop_assert!(
+                false,
+                "merge gave {expected:?}, merging in place {changed:?}"
+            ),
+        }
+    }
 }

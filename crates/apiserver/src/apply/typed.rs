@@ -286,6 +286,68 @@ fn merge_walk(
     }
 }
 
+/// [`merge`] in place: `config` merged into `live`, copying only what `config` brings, and
+/// whether that changed `live` (a value, or the order of a list's items).
+pub fn merge_into(live: &mut Value, config: &Value, ty: &Type) -> Result<bool, TypeError> {
+    let node = ty.node(config);
+    let same_shape = std::mem::discriminant(&node) == std::mem::discriminant(&ty.node(live));
+    match (node, live.as_object_mut(), config) {
+        (Node::Granular, Some(left), Value::Object(right)) if same_shape => {
+            let mut changed = false;
+            for (name, value) in right {
+                match left.get_mut(name) {
+                    Some(existing) => {
+                        let (child_type, _) = ty.field(name);
+                        changed |= merge_into(existing, value, &child_type)
+                            .map_err(|error| error.under_field(name))?;
+                    }
+                    None => {
+                        left.insert(name.clone(), value.clone());
+                        changed = true;
+                    }
+                }
+            }
+            return Ok(changed);
+        }
+        (Node::Associative(kind), _, Value::Array(right)) if same_shape => {
+            if let Value::Array(left) = live {
+                return merge_list_into(left, right, &kind, ty);
+            }
+        }
+        _ => {}
+    }
+    // A leaf, or a value whose shape the configuration changes: replaced whole.
+    if *live == *config {
+        return Ok(false);
+    }
+    *live = config.clone();
+    Ok(true)
+}
+
+/// [`merge_list`] in place, and whether it changed `left`.
+fn merge_list_into(
+    left: &mut Vec<Value>,
+    right: &[Value],
+    kind: &ListKind,
+    ty: &Type,
+) -> Result<bool, TypeError> {
+    let item_type = ty.item();
+    if !same_keys_in_order(kind, &item_type, left, right) {
+        let merged = merge_list(left, right, kind, ty)?;
+        let changed = merged != *left;
+        *left = merged;
+        return Ok(changed);
+    }
+    let mut changed = false;
+    for (live, config) in left.iter_mut().zip(right) {
+        match merge_into(live, config, &item_type) {
+            Ok(item_changed) => changed |= item_changed,
+            Err(error) => return Err(error.under(&item_step(kind, &item_type, config)?)),
+        }
+    }
+    Ok(changed)
+}
+
 /// Merges two associative lists as structured-merge-diff orders them: items both have come in
 /// `right`'s order, each item only `left` has stays after the shared item it followed, and
 /// each item only `right` has comes where `right` has it.

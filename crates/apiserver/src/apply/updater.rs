@@ -137,15 +137,17 @@ pub fn update(
 /// The outcome of an apply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
-    /// The object after the apply; `None` when it is unchanged.
-    pub object: Option<Value>,
+    /// The object after the apply.
+    pub object: Value,
+    /// Whether the apply changed it.
+    pub changed: bool,
     /// The ownership after it.
     pub managers: Managers,
 }
 
 /// Applies `config` to `live` as `manager`.
 pub fn apply(
-    live: &Value,
+    live: Value,
     config: &Value,
     scope: Scope<'_>,
     mut managers: Managers,
@@ -158,7 +160,10 @@ pub fn apply(
         ignored,
         stripped,
     } = scope;
-    let merged = typed::merge(Some(live), Some(config), ty)?.unwrap_or(Value::Null);
+    // Only other managers' fields can conflict or change hands.
+    let others = managers
+        .iter()
+        .any(|(key, owned)| key != manager && !owned.set.is_empty());
     // The applier owns what it states; the identity fields it states are not recorded, but
     // they count as its own while pruning (as structured-merge-diff sees them, before kube
     // strips them), so a dropped field never takes the object's name with it.
@@ -190,43 +195,61 @@ pub fn apply(
             applied: true,
         },
     );
-    let pruned = if drops {
-        prune(merged, &managers, &stated, last.as_ref(), ty)?
-    } else {
-        merged
+    // The object is merged in place. It is copied first only where the result must be
+    // compared with it: to find what changes hands between managers, or whether pruning
+    // changed it (the merge says itself whether it did).
+    let before = (others || drops).then(|| live.clone());
+    let mut object = live;
+    let mut changed = typed::merge_into(&mut object, config, ty)?;
+    if drops && let Some(pruned) = prune(&object, &managers, &stated, last.as_ref(), ty)? {
+        object = pruned;
+        changed = before.as_ref() != Some(&object);
+    }
+    let managers = match &before {
+        Some(before) if others => {
+            transfer(before, &object, ty, managers, manager, force, ignored)?.0
+        }
+        _ => {
+            managers.retain(|_, owned| !owned.set.is_empty());
+            managers
+        }
     };
-    let (managers, _) = transfer(live, &pruned, ty, managers, manager, force, ignored)?;
-    let object = (pruned != *live).then_some(pruned);
-    Ok(Applied { object, managers })
+    Ok(Applied {
+        object,
+        changed,
+        managers,
+    })
 }
 
 /// Removes from `merged` what the applier (whose last apply is `last`, and which now states
 /// `stated`) applied last time and no longer applies, unless another manager owns it (or it
 /// is not from the last apply at all).
 fn prune(
-    merged: Value,
+    merged: &Value,
     managers: &Managers,
     stated: &Set,
     last: Option<&Owned>,
     ty: &Type,
-) -> Result<Value, UpdateError> {
+) -> Result<Option<Value>, UpdateError> {
     let Some(last) = last.filter(|last| !last.set.is_empty()) else {
-        return Ok(merged);
+        return Ok(None);
     };
 
     let last_set = typed::with_named_fields(&last.set.to_set(), ty);
-    let pruned = typed::remove(&merged, &last_set, ty)?.unwrap_or(Value::Null);
+    let pruned = typed::remove(merged, &last_set, ty)?.unwrap_or(Value::Null);
     // Add back what any manager (the applier included) owns.
     let owned = managers.values().fold(stated.clone(), |mut all, owned| {
         all.absorb(owned.set.to_set().into_owned());
         all
     });
-    let merged_set = typed::with_named_fields(&typed::to_field_set(&merged, ty)?, ty);
+    let merged_set = typed::with_named_fields(&typed::to_field_set(merged, ty)?, ty);
     let pruned_set = typed::with_named_fields(&typed::to_field_set(&pruned, ty)?, ty);
     let keep = pruned_set.union(&typed::with_named_fields(&owned, ty));
-    let pruned = typed::remove(&merged, &merged_set.difference(&keep), ty)?.unwrap_or(Value::Null);
+    let pruned = typed::remove(merged, &merged_set.difference(&keep), ty)?.unwrap_or(Value::Null);
     // Add back what was not from the last apply (fields it never owned that went with a parent).
     let pruned_set = typed::with_named_fields(&typed::to_field_set(&pruned, ty)?, ty);
     let dangling = merged_set.difference(&pruned_set).intersection(&last_set);
-    Ok(typed::remove(&merged, &dangling, ty)?.unwrap_or(Value::Null))
+    Ok(Some(
+        typed::remove(merged, &dangling, ty)?.unwrap_or(Value::Null),
+    ))
 }

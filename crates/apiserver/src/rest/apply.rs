@@ -61,9 +61,10 @@ pub(super) async fn apply(
     };
     let mut warnings = Vec::new();
     let (stored, created) = guaranteed_update(app, kind, &write, |current| {
-        let mut object = field_manager
+        let applied = field_manager
             .apply(current, &config, manager, options.force)
             .map_err(apply_error)?;
+        let mut object = applied.object;
         if current.is_none()
             && let Some(uid) = object["metadata"]["uid"]
                 .as_str()
@@ -73,7 +74,7 @@ pub(super) async fn apply(
         }
         place(kind, item, &mut object)?;
         warnings = duplicate_warnings(&duplicates, options.field_validation)?;
-        if current == Some(&object) {
+        if !applied.changed && current == Some(&object) {
             // Nothing changed: the stored object was decoded and defaulted when written.
             return Ok(object);
         }
