@@ -196,6 +196,27 @@ impl Set {
         }
     }
 
+    /// Removes the members of `other` and everything under them, in place (see
+    /// [`recursive_difference`](Set::recursive_difference)).
+    pub fn subtract_recursive(&mut self, other: &Set) {
+        if other.is_empty() || self.is_empty() {
+            return;
+        }
+        if !other.members.is_empty() {
+            self.members
+                .retain(|member| other.members.binary_search(member).is_err());
+        }
+        self.children.retain_mut(|(step, child)| {
+            if other.members.binary_search(step).is_ok() {
+                return false;
+            }
+            if let Some(theirs) = other.with_prefix(step) {
+                child.subtract_recursive(theirs);
+            }
+            !child.is_empty()
+        });
+    }
+
     /// The paths of both.
     #[must_use]
     pub fn intersection(&self, other: &Set) -> Set {
@@ -518,6 +539,16 @@ mod tests {
         fn matches_fields_v1_agrees_with_writing_the_set(a in arbitrary_set(), b in arbitrary_set()) {
             proptest::prop_assert!(a.matches_fields_v1(&a.to_fields_v1()));
             proptest::prop_assert_eq!(a.matches_fields_v1(&b.to_fields_v1()), a.to_fields_v1() == b.to_fields_v1());
+        }
+
+        #[test]
+        fn subtracting_in_place_agrees_with_the_differences(a in arbitrary_set(), b in arbitrary_set()) {
+            let mut level = a.clone();
+            level.subtract(&b);
+            proptest::prop_assert_eq!(&level, &a.difference(&b));
+            let mut recursive = a.clone();
+            recursive.subtract_recursive(&b);
+            proptest::prop_assert_eq!(&recursive, &a.recursive_difference(&b));
         }
     }
 

@@ -66,17 +66,22 @@ fn transfer(
     ignored: &Set,
 ) -> Result<(Managers, typed::Comparison), UpdateError> {
     let mut comparison = typed::compare(Some(old), Some(new), ty)?;
-    comparison.added = comparison.added.recursive_difference(ignored);
-    comparison.modified = comparison.modified.recursive_difference(ignored);
-    comparison.removed = comparison.removed.recursive_difference(ignored);
-    let mut changed = comparison.modified.clone();
-    changed.absorb(comparison.added.clone());
+    comparison.added.subtract_recursive(ignored);
+    comparison.modified.subtract_recursive(ignored);
+    comparison.removed.subtract_recursive(ignored);
+    // Made only if another manager may lose fields (a create has none).
+    let mut changed: Option<Set> = None;
     let mut conflicts = BTreeMap::new();
     for (manager, owned) in &mut managers {
         if manager == writer {
             continue;
         }
-        let taken = owned.set.intersection(&changed);
+        let changed = changed.get_or_insert_with(|| {
+            let mut changed = comparison.modified.clone();
+            changed.absorb(comparison.added.clone());
+            changed
+        });
+        let taken = owned.set.intersection(changed);
         if !taken.is_empty() {
             conflicts.insert(manager.clone(), taken);
         }
@@ -120,7 +125,8 @@ pub fn update(
     set.subtract(&comparison.removed);
     set.absorb(comparison.modified);
     set.absorb(comparison.added);
-    let set = set.recursive_difference(ignored).difference(stripped);
+    set.subtract_recursive(ignored);
+    set.subtract(stripped);
     if !set.is_empty() {
         managers.insert(
             manager.to_string(),
@@ -167,8 +173,12 @@ pub fn apply(
     // The applier owns what it states; the identity fields it states are not recorded, but
     // they count as its own while pruning (as structured-merge-diff sees them, before kube
     // strips them), so a dropped field never takes the object's name with it.
-    let stated = typed::to_field_set(config, ty)?.recursive_difference(ignored);
-    let set = stated.difference(stripped);
+    let mut set = typed::to_field_set(config, ty)?;
+    set.subtract_recursive(ignored);
+    // What it states of the identity fields, kept aside (for pruning) rather than copying
+    // the whole set.
+    let stated_identity = set.intersection(stripped);
+    set.subtract(stripped);
     // What it applied before: only an apply that drops some of it can leave fields to remove.
     // Applied again with the same fields (the usual case), its entry is kept as it was.
     let (drops, last, fields) = match managers.remove(manager) {
@@ -201,7 +211,15 @@ pub fn apply(
     let before = (others || drops).then(|| live.clone());
     let mut object = live;
     let mut changed = typed::merge_into(&mut object, config, ty)?;
-    if drops && let Some(pruned) = prune(&object, &managers, &stated, last.as_ref(), ty)? {
+    if drops
+        && let Some(pruned) = prune(
+            &object,
+            &managers,
+            &set.union(&stated_identity),
+            last.as_ref(),
+            ty,
+        )?
+    {
         object = pruned;
         changed = before.as_ref() != Some(&object);
     }
