@@ -1032,7 +1032,8 @@ impl Store {
             self.gc_needed
                 .store(true, std::sync::atomic::Ordering::Release);
         }
-        let size = history::footprint(json_len(&object));
+        // The JSON a reader would ask for, made once here: its length sizes the change.
+        let size = history::footprint(object.json().len());
         let event = Arc::new(
             WatchEvent::new(
                 event_type,
