@@ -179,26 +179,16 @@ impl Set {
     /// Removes the members of `other`, level by level, in place (see
     /// [`difference`](Set::difference)).
     pub fn subtract(&mut self, other: &Set) {
-        if other.is_empty() || self.is_empty() {
-            return;
-        }
-        if !other.members.is_empty() {
-            self.members
-                .retain(|member| other.members.binary_search(member).is_err());
-        }
-        if !other.children.is_empty() {
-            self.children.retain_mut(|(step, child)| {
-                if let Some(theirs) = other.with_prefix(step) {
-                    child.subtract(theirs);
-                }
-                !child.is_empty()
-            });
-        }
+        self.subtract_by(other, false);
     }
 
     /// Removes the members of `other` and everything under them, in place (see
     /// [`recursive_difference`](Set::recursive_difference)).
     pub fn subtract_recursive(&mut self, other: &Set) {
+        self.subtract_by(other, true);
+    }
+
+    fn subtract_by(&mut self, other: &Set, recursive: bool) {
         if other.is_empty() || self.is_empty() {
             return;
         }
@@ -206,12 +196,15 @@ impl Set {
             self.members
                 .retain(|member| other.members.binary_search(member).is_err());
         }
+        if !recursive && other.children.is_empty() {
+            return;
+        }
         self.children.retain_mut(|(step, child)| {
-            if other.members.binary_search(step).is_ok() {
+            if recursive && other.members.binary_search(step).is_ok() {
                 return false;
             }
             if let Some(theirs) = other.with_prefix(step) {
-                child.subtract_recursive(theirs);
+                child.subtract_by(theirs, recursive);
             }
             !child.is_empty()
         });
