@@ -476,6 +476,15 @@ async fn pod_figures(quick: bool) {
     let server = start().await;
     let created = pod_writes(&server, PodWrite::Create, pods, "app:1").await;
     let merged = pod_writes(&server, PodWrite::StrategicMergePatch, pods, "app:2").await;
+    // The patch changed the image and nothing else: both containers are still there.
+    let (code, body) = Connection::open(server.address())
+        .await
+        .request("GET", "/api/v1/namespaces/default/pods/pod-0", b"")
+        .await;
+    let patched: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(patched["spec"]["containers"][0]["image"], "app:2");
+    assert_eq!(patched["spec"]["containers"][1]["name"], "sidecar");
     // The first server is shut down only at the end: freeing its objects right before the
     // applies left the allocator consolidating its heap during them, which slowed whichever
     // phase came next (a cost of the bench's order, not of the writes measured).
