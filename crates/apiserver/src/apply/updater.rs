@@ -179,23 +179,23 @@ pub fn apply(
     // the whole set.
     let stated_identity = set.intersection(stripped);
     set.subtract(stripped);
-    // What it applied before: only an apply that drops some of it can leave fields to remove.
-    // Applied again with the same fields (the usual case), its entry is kept as it was.
-    let (drops, last, fields) = match managers.remove(manager) {
+    // What it applied before matters only if it drops some of it now: then fields may have to
+    // be removed. Applied again with the same fields (the usual case), its entry is kept as it
+    // was.
+    let (dropping, fields) = match managers.remove(manager) {
         Some(Owned {
             set: Fields::Encoded(json),
             ..
-        }) if set.matches_fields_v1(&json) => (false, None, json),
+        }) if set.matches_fields_v1(&json) => (None, json),
         Some(last) => {
             let last_set = last.set.into_set();
-            let drops = !last_set.difference(&set).is_empty();
-            let last = Owned {
+            let dropping = (!last_set.difference(&set).is_empty()).then(|| Owned {
                 set: last_set.into(),
                 ..last
-            };
-            (drops, Some(last), set.to_fields_v1())
+            });
+            (dropping, set.to_fields_v1())
         }
-        None => (false, None, set.to_fields_v1()),
+        None => (None, set.to_fields_v1()),
     };
     managers.insert(
         manager.to_string(),
@@ -208,19 +208,12 @@ pub fn apply(
     // The object is merged in place. It is copied first only where the result must be
     // compared with it: to find what changes hands between managers, or whether pruning
     // changed it (the merge says itself whether it did).
-    let before = (others || drops).then(|| live.clone());
+    let before = (others || dropping.is_some()).then(|| live.clone());
     let mut object = live;
     let mut changed = typed::merge_into(&mut object, config, ty)?;
-    if drops
-        && let Some(pruned) = prune(
-            &object,
-            &managers,
-            &set.union(&stated_identity),
-            last.as_ref(),
-            ty,
-        )?
-    {
-        object = pruned;
+    if let Some(last) = &dropping {
+        let stated = set.union(&stated_identity);
+        object = prune(&object, &managers, &stated, last, ty)?;
         changed = before.as_ref() != Some(&object);
     }
     let managers = match &before {
@@ -246,13 +239,9 @@ fn prune(
     merged: &Value,
     managers: &Managers,
     stated: &Set,
-    last: Option<&Owned>,
+    last: &Owned,
     ty: &Type,
-) -> Result<Option<Value>, UpdateError> {
-    let Some(last) = last.filter(|last| !last.set.is_empty()) else {
-        return Ok(None);
-    };
-
+) -> Result<Value, UpdateError> {
     let last_set = typed::with_named_fields(&last.set.to_set(), ty);
     let pruned = typed::remove(merged, &last_set, ty)?.unwrap_or(Value::Null);
     // Add back what any manager (the applier included) owns.
@@ -267,7 +256,5 @@ fn prune(
     // Add back what was not from the last apply (fields it never owned that went with a parent).
     let pruned_set = typed::with_named_fields(&typed::to_field_set(&pruned, ty)?, ty);
     let dangling = merged_set.difference(&pruned_set).intersection(&last_set);
-    Ok(Some(
-        typed::remove(merged, &dangling, ty)?.unwrap_or(Value::Null),
-    ))
+    Ok(typed::remove(merged, &dangling, ty)?.unwrap_or(Value::Null))
 }
