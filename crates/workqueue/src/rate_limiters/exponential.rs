@@ -4,9 +4,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::RateLimiter;
-use parking_lot::Mutex;
-
-use crate::sync::HashMap;
+use super::failure_counts::FailureCounts;
 
 /// Waits `base · 2^failures` for an item, capped at `max`, as client-go's
 /// `ItemExponentialFailureRateLimiter`. The first `when` of an item returns `base`.
@@ -27,7 +25,7 @@ use crate::sync::HashMap;
 /// ```
 #[derive(Debug)]
 pub struct ItemExponentialFailureRateLimiter<T> {
-    failures: Mutex<HashMap<T, u32>>,
+    failures: FailureCounts<T>,
     base: Duration,
     max: Duration,
 }
@@ -36,7 +34,7 @@ impl<T: Clone + Eq + Hash + Send> ItemExponentialFailureRateLimiter<T> {
     /// Backoff from `base`, doubling per failure, never over `max`.
     pub fn new(base: Duration, max: Duration) -> Self {
         Self {
-            failures: Mutex::new(HashMap::default()),
+            failures: FailureCounts::new(),
             base,
             max,
         }
@@ -60,32 +58,15 @@ pub(crate) fn exponential(base: Duration, exponent: u32, max: Duration) -> Durat
 
 impl<T: Clone + Eq + Hash + Send> RateLimiter<T> for ItemExponentialFailureRateLimiter<T> {
     fn when(&self, item: &T) -> Duration {
-        let exponent = {
-            let mut failures = self.failures.lock();
-            match failures.get_mut(item) {
-                Some(count) => {
-                    let exponent = *count;
-                    *count = count.saturating_add(1);
-                    exponent
-                }
-                None => {
-                    failures.insert(item.clone(), 1);
-                    0
-                }
-            }
-        };
-        exponential(self.base, exponent, self.max)
+        exponential(self.base, self.failures.record(item), self.max)
     }
 
     fn forget(&self, item: &T) {
-        self.failures.lock().remove(item);
+        self.failures.forget(item);
     }
 
     fn num_requeues(&self, item: &T) -> usize {
-        self.failures
-            .lock()
-            .get(item)
-            .map_or(0, |count| *count as usize)
+        self.failures.count(item) as usize
     }
 }
 

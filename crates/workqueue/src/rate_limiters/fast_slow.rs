@@ -4,9 +4,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::RateLimiter;
-use parking_lot::Mutex;
-
-use crate::sync::HashMap;
+use super::failure_counts::FailureCounts;
 
 /// Waits `fast` for an item's first `max_fast_attempts` failures and `slow` after, as client-go's
 /// `ItemFastSlowRateLimiter`.
@@ -21,7 +19,7 @@ use crate::sync::HashMap;
 /// ```
 #[derive(Debug)]
 pub struct ItemFastSlowRateLimiter<T> {
-    failures: Mutex<HashMap<T, usize>>,
+    failures: FailureCounts<T>,
     fast: Duration,
     slow: Duration,
     max_fast_attempts: usize,
@@ -31,7 +29,7 @@ impl<T: Clone + Eq + Hash + Send> ItemFastSlowRateLimiter<T> {
     /// `fast` for the first `max_fast_attempts` failures of an item, `slow` afterwards.
     pub fn new(fast: Duration, slow: Duration, max_fast_attempts: usize) -> Self {
         Self {
-            failures: Mutex::new(HashMap::default()),
+            failures: FailureCounts::new(),
             fast,
             slow,
             max_fast_attempts,
@@ -41,10 +39,9 @@ impl<T: Clone + Eq + Hash + Send> ItemFastSlowRateLimiter<T> {
 
 impl<T: Clone + Eq + Hash + Send> RateLimiter<T> for ItemFastSlowRateLimiter<T> {
     fn when(&self, item: &T) -> Duration {
-        let mut failures = self.failures.lock();
-        let count = failures.entry(item.clone()).or_insert(0);
-        *count = count.saturating_add(1);
-        if *count <= self.max_fast_attempts {
+        // This failure is number `before + 1`.
+        let before = self.failures.record(item) as usize;
+        if before < self.max_fast_attempts {
             self.fast
         } else {
             self.slow
@@ -52,11 +49,11 @@ impl<T: Clone + Eq + Hash + Send> RateLimiter<T> for ItemFastSlowRateLimiter<T> 
     }
 
     fn forget(&self, item: &T) {
-        self.failures.lock().remove(item);
+        self.failures.forget(item);
     }
 
     fn num_requeues(&self, item: &T) -> usize {
-        self.failures.lock().get(item).copied().unwrap_or(0)
+        self.failures.count(item) as usize
     }
 }
 

@@ -21,6 +21,7 @@
 
 mod bucket;
 mod exponential;
+mod failure_counts;
 mod fast_slow;
 mod max_of;
 mod with_max_wait;
