@@ -1511,7 +1511,9 @@ pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 /// `managedFields` are dropped and it is checked again, as kube-apiserver retries a write that
 /// etcd found too large. (etcd holds built-in kinds as protobuf, a little smaller than JSON.)
 fn fit_in_storage(object: &mut Value) -> Result<(), StoreError> {
-    if json_len(object) <= MAX_OBJECT_BYTES {
+    // Almost every object is far below the limit: a bound, which formats and escapes nothing,
+    // settles those; only an object near the limit is counted exactly.
+    if json_len_bound(object) <= MAX_OBJECT_BYTES || json_len(object) <= MAX_OBJECT_BYTES {
         return Ok(());
     }
     let dropped = object
@@ -1522,6 +1524,34 @@ fn fit_in_storage(object: &mut Value) -> Result<(), StoreError> {
         return Ok(());
     }
     Err(StoreError::RequestTooLarge)
+}
+
+/// At least the length of `value` as compact JSON: a string is counted as if each of its bytes
+/// took the longest escape (`\u00XX`), a number as its longest form; saturating, so a huge tree
+/// gives `usize::MAX` rather than wrapping.
+fn json_len_bound(value: &Value) -> usize {
+    /// serde_json writes an integer in at most 20 characters and a float in at most 24.
+    const LONGEST_NUMBER: usize = 24;
+    let string = |text: &str| text.len().saturating_mul(6).saturating_add(2);
+    match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => LONGEST_NUMBER,
+        Value::String(text) => string(text),
+        // Brackets, and a comma after each item (one more than needed).
+        Value::Array(items) => items.iter().fold(2, |length, item| {
+            length
+                .saturating_add(json_len_bound(item))
+                .saturating_add(1)
+        }),
+        // Braces, and per entry its key, a colon and a comma.
+        Value::Object(entries) => entries.iter().fold(2, |length, (key, item)| {
+            length
+                .saturating_add(string(key))
+                .saturating_add(json_len_bound(item))
+                .saturating_add(2)
+        }),
+    }
 }
 
 /// The length of `value` as compact JSON, counted without writing it out.

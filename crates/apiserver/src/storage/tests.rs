@@ -786,3 +786,36 @@ fn an_object_too_large_for_etcd_loses_its_managed_fields_or_is_refused() {
     );
     assert_eq!(store.get(&configmaps, "default", "whole").unwrap(), whole);
 }
+
+/// Any JSON value: scalars of every kind (strings with escapes and multi-byte characters,
+/// extreme numbers) nested in lists and maps.
+fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("JSON has no NaN or infinity", |x| x.is_finite())
+            .prop_map(Value::from),
+        ".*".prop_map(Value::String),
+        "[\\x00-\\x1f\"\\\\<>&\u{2028}é]{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 64, 8, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+            proptest::collection::btree_map(".*", inner, 0..8)
+                .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+        ]
+    })
+}
+
+proptest::proptest! {
+    #[test]
+    fn the_size_bound_is_never_below_the_json_length(value in arbitrary_json()) {
+        let length = serde_json::to_vec(&value).unwrap().len();
+        proptest::prop_assert_eq!(json_len(&value), length);
+        proptest::prop_assert!(json_len_bound(&value) >= length);
+    }
+}
