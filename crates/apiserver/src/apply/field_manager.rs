@@ -29,7 +29,7 @@ use super::schema::Type;
 use super::set::Set;
 use super::typed::TypeError;
 use super::updater::{self, Owned, Scope, UpdateError};
-use super::validate::validate;
+use super::validate::checked_field_set;
 use crate::resource::ResourceKind;
 
 /// How many update entries an object keeps before the oldest are folded together.
@@ -317,7 +317,7 @@ impl FieldManager {
                 "metadata.managedFields must be nil".into(),
             ));
         }
-        validate(config, &self.ty).map_err(|error| {
+        let config_fields = checked_field_set(config, &self.ty).map_err(|error| {
             ApplyError::Failed(format!(
                 "failed to create typed patch object ({}): {error}",
                 describe(config)
@@ -327,6 +327,7 @@ impl FieldManager {
         let applied = updater::apply(
             object,
             config,
+            config_fields,
             self.scope(&api_version),
             managed.managers,
             &key,

@@ -15,7 +15,7 @@ use super::managed_fields::go_escape_html;
 use super::schema::Type;
 use super::set::Set;
 use super::typed;
-use super::validate::validate;
+use super::validate::checked_field_set;
 
 /// The manager the bridge is for.
 pub const KUBECTL: &str = "kubectl";
@@ -34,8 +34,7 @@ pub fn allowed_conflicts(live: &Value, ty: &Type, api_version: &str) -> Option<S
     if last["apiVersion"].as_str() != Some(api_version) {
         return None;
     }
-    validate(&last, ty).ok()?;
-    let set = typed::to_field_set(&last, ty).ok()?;
+    let set = checked_field_set(&last, ty).ok()?;
     let changed = typed::compare(Some(&last), Some(live), ty).ok()?;
     Some(
         set.difference(&changed.modified)

@@ -103,9 +103,11 @@ impl Scenario {
         config: Value,
         force: bool,
     ) -> Result<bool, UpdateError> {
+        let fields = super::typed::to_field_set(&config, &self.ty)?;
         let applied = apply(
             self.object.clone(),
             &config,
+            fields,
             self.scope(),
             self.managers.clone(),
             manager,

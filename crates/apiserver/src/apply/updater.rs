@@ -151,10 +151,11 @@ pub struct Applied {
     pub managers: Managers,
 }
 
-/// Applies `config` to `live` as `manager`.
+/// Applies `config`, which holds the fields `config_fields`, to `live` as `manager`.
 pub fn apply(
     live: Value,
     config: &Value,
+    config_fields: Set,
     scope: Scope<'_>,
     mut managers: Managers,
     manager: &str,
@@ -173,7 +174,7 @@ pub fn apply(
     // The applier owns what it states; the identity fields it states are not recorded, but
     // they count as its own while pruning (as structured-merge-diff sees them, before kube
     // strips them), so a dropped field never takes the object's name with it.
-    let mut set = typed::to_field_set(config, ty)?;
+    let mut set = config_fields;
     set.subtract_recursive(ignored);
     // What it states of the identity fields, kept aside (for pruning) rather than copying
     // the whole set.

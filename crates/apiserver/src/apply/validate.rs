@@ -7,11 +7,12 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::path::PathElement;
 use super::schema::{Expected, Node, ScalarKind, Type};
-use super::typed::{TypeError, item_step};
+use super::set::Set;
+use super::typed::{TypeError, item_step, to_field_set};
 use crate::custom::go_type;
 
 /// What is wrong with a configuration: one or more errors.
@@ -36,11 +37,23 @@ impl fmt::Display for ValidationErrors {
 impl std::error::Error for ValidationErrors {}
 
 /// Checks `value` against `ty`.
+#[cfg(test)]
 pub fn validate(value: &Value, ty: &Type) -> Result<(), ValidationErrors> {
+    checked_field_set(value, ty).map(drop)
+}
+
+/// Checks `value` against `ty` and, when it passes, gives the fields it holds (what
+/// [`to_field_set`](super::typed::to_field_set) gives): one walk does both, where the two
+/// would walk the configuration twice and make each list item's key twice.
+///
+/// A value the check does not look into (of a type that takes anything) is only read for its
+/// fields; one whose fields cannot be read (an item of an associative list without its key)
+/// is reported as the check reports it.
+pub fn checked_field_set(value: &Value, ty: &Type) -> Result<Set, ValidationErrors> {
     let mut errors = Vec::new();
-    walk(value, ty, &mut Vec::new(), &mut errors);
+    let set = check_and_collect(value, ty, &mut Vec::new(), &mut errors);
     if errors.is_empty() {
-        Ok(())
+        Ok(set)
     } else {
         Err(ValidationErrors(errors))
     }
@@ -54,6 +67,95 @@ enum Segment<'a> {
 
 fn report(errors: &mut Vec<TypeError>, path: &[Segment<'_>], message: String) {
     let mut text = String::new();
+    write_path(&mut text, path);
+    errors.push(TypeError {
+        path: text,
+        message,
+    });
+}
+
+/// The walk where `value` is both checked and collected. Where only one of the two goes on
+/// below it (an atomic part is checked, not collected; a part of any type is collected, not
+/// checked), that one takes over. The set is only meaningful when no error was reported.
+fn check_and_collect<'a>(
+    value: &'a Value,
+    ty: &Type,
+    path: &mut Vec<Segment<'a>>,
+    errors: &mut Vec<TypeError>,
+) -> Set {
+    let mut set = Set::new();
+    if value.is_null() {
+        return set;
+    }
+    match (ty.expected(), ty.node(value), value) {
+        (Expected::Map, Node::Granular, Value::Object(fields)) => {
+            for (name, child) in fields {
+                path.push(Segment::Field(name));
+                let Some((child_type, shared)) = ty.allowed_field(name) else {
+                    report(errors, path, "field not declared in schema".to_string());
+                    path.pop();
+                    return set;
+                };
+                let inner = check_and_collect(child, &child_type, path, errors);
+                path.pop();
+                let declared = shared.is_some();
+                let step = match shared {
+                    Some(shared) => PathElement::Field(shared),
+                    None => PathElement::field(name),
+                };
+                let empty = child.as_object().is_some_and(Map::is_empty) || child.is_null();
+                let leaf = matches!(child_type.node(child), Node::Leaf);
+                if leaf || empty || !declared {
+                    set.insert_member(step.clone());
+                }
+                set.insert_child(step, inner);
+            }
+        }
+        (Expected::List, Node::Associative(kind), Value::Array(items)) => {
+            let item_type = ty.item();
+            let mut seen = BTreeSet::new();
+            for (index, item) in items.iter().enumerate() {
+                let step = match item_step(&kind, &item_type, item) {
+                    Ok(step) => step,
+                    Err(error) => {
+                        report(errors, path, format!("element {index}: {}", error.message));
+                        return set;
+                    }
+                };
+                // A duplicate is an error, so the set it would make does not matter.
+                if !seen.insert(step.clone()) {
+                    report(errors, path, format!("duplicate entries for key {step}"));
+                }
+                path.push(Segment::Item(step.clone()));
+                let inner = check_and_collect(item, &item_type, path, errors);
+                path.pop();
+                set.insert_member(step.clone());
+                set.insert_child(step, inner);
+            }
+        }
+        // Not checked below: collected only.
+        (Expected::Any, Node::Granular | Node::Associative(_), _) => {
+            match to_field_set(value, ty) {
+                Ok(fields) => set = fields,
+                Err(error) => {
+                    let mut text = String::new();
+                    write_path(&mut text, path);
+                    text.push_str(&error.path);
+                    errors.push(TypeError {
+                        path: text,
+                        message: error.message,
+                    });
+                }
+            }
+        }
+        // Not collected below (a leaf: its parent owns it whole): checked only.
+        _ => walk(value, ty, path, errors),
+    }
+    set
+}
+
+/// Writes `path` as conflict messages write paths (`.spec.containers[name="a"]`).
+fn write_path(text: &mut String, path: &[Segment<'_>]) {
     for segment in path {
         match segment {
             Segment::Field(name) => {
@@ -63,12 +165,9 @@ fn report(errors: &mut Vec<TypeError>, path: &[Segment<'_>], message: String) {
             Segment::Item(step) => text.push_str(&step.to_string()),
         }
     }
-    errors.push(TypeError {
-        path: text,
-        message,
-    });
 }
 
+/// The check alone, below a part that is not collected.
 fn walk<'a>(value: &'a Value, ty: &Type, path: &mut Vec<Segment<'a>>, errors: &mut Vec<TypeError>) {
     if value.is_null() {
         return;
@@ -264,6 +363,242 @@ mod tests {
         assert_eq!(
             message(json!({"spec": 5, "status": []})),
             "errors:\n  .spec: expected map, got &{5}\n  .status: expected map, got &{[]}"
+        );
+    }
+
+    /// Values built from the words of [`open_type`] and a few more, of any shape, nested: most
+    /// are wrong somewhere, some are right.
+    fn wild_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let key = prop::sample::select(vec![
+            "set",
+            "atomic",
+            "labels",
+            "spec",
+            "containers",
+            "name",
+            "image",
+            "ports",
+            "port",
+            "protocol",
+            "replicas",
+            "paused",
+            "template",
+            "args",
+            "extra",
+            "maps",
+            "x",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (0..3i64).prop_map(Value::from),
+            prop::sample::select(vec!["a", "b", "TCP"]).prop_map(Value::from),
+        ];
+        leaf.prop_recursive(5, 48, 4, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(key.clone(), inner, 0..5).prop_map(|fields| {
+                    Value::Object(
+                        fields
+                            .into_iter()
+                            .map(|(k, v)| (k.to_string(), v))
+                            .collect(),
+                    )
+                }),
+            ]
+        })
+    }
+
+    /// Objects of [`open_type`]'s shape, now and then with a part of any shape instead (see
+    /// [`wild_value`]) or a field it does not declare, list items sometimes repeated.
+    fn shaped_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        fn or_wild(shaped: impl Strategy<Value = Value> + 'static) -> impl Strategy<Value = Value> {
+            prop_oneof![9 => shaped, 1 => wild_value()]
+        }
+        fn optional(
+            fields: Vec<(&'static str, BoxedStrategy<Value>)>,
+        ) -> impl Strategy<Value = Value> {
+            let (names, values): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
+            values
+                .into_iter()
+                .map(proptest::option::of)
+                .collect::<Vec<_>>()
+                .prop_map(move |values| {
+                    let mut object = Map::new();
+                    for (name, value) in names.iter().zip(values) {
+                        if let Some(value) = value {
+                            object.insert((*name).to_string(), value);
+                        }
+                    }
+                    Value::Object(object)
+                })
+        }
+        let word = || {
+            prop::sample::select(vec!["a", "b", "c"])
+                .prop_map(Value::from)
+                .boxed()
+        };
+        let port = optional(vec![
+            (
+                "port",
+                prop::sample::select(vec![80, 443])
+                    .prop_map(Value::from)
+                    .boxed(),
+            ),
+            (
+                "protocol",
+                prop::sample::select(vec!["TCP", "UDP"])
+                    .prop_map(Value::from)
+                    .boxed(),
+            ),
+        ]);
+        let container = optional(vec![
+            ("name", word()),
+            ("image", or_wild(word()).boxed()),
+            (
+                "ports",
+                or_wild(prop::collection::vec(or_wild(port), 0..3).prop_map(Value::from)).boxed(),
+            ),
+        ]);
+        let strings = || {
+            prop::collection::vec(word(), 0..3)
+                .prop_map(Value::from)
+                .boxed()
+        };
+        let map_of = |value: BoxedStrategy<Value>| {
+            prop::collection::btree_map("[xy]", value, 0..3)
+                .prop_map(|entries| Value::Object(entries.into_iter().collect()))
+                .boxed()
+        };
+        let spec = optional(vec![
+            ("replicas", (0..3i64).prop_map(Value::from).boxed()),
+            (
+                "paused",
+                or_wild(any::<bool>().prop_map(Value::from)).boxed(),
+            ),
+            (
+                "template",
+                or_wild(optional(vec![("image", word()), ("args", strings())])).boxed(),
+            ),
+            ("x", wild_value().boxed()),
+        ]);
+        optional(vec![
+            ("set", or_wild(strings()).boxed()),
+            ("atomic", strings()),
+            ("labels", or_wild(map_of(word())).boxed()),
+            (
+                "maps",
+                or_wild(map_of(or_wild(optional(vec![("x", word())])).boxed())).boxed(),
+            ),
+            ("extra", wild_value().boxed()),
+            ("spec", or_wild(spec).boxed()),
+            (
+                "containers",
+                or_wild(prop::collection::vec(or_wild(container), 0..4).prop_map(Value::from))
+                    .boxed(),
+            ),
+        ])
+    }
+
+    /// A CRD-like schema with sets, atomic lists, maps (of strings, of structs), an atomic
+    /// struct, map lists keyed by one and by two fields, and a field of any type.
+    fn open_type() -> Type {
+        Type::Schema(crate::structural::Node::compile(&json!({
+            "type": "object",
+            "properties": {
+                "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                "atomic": {"type": "array", "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "extra": {"x-kubernetes-preserve-unknown-fields": true},
+                "maps": {"type": "object", "additionalProperties": {
+                    "type": "object", "properties": {"x": {"type": "string"}},
+                }},
+                "spec": {"type": "object", "properties": {
+                    "replicas": {"type": "integer"},
+                    "paused": {"type": "boolean"},
+                    "template": {"type": "object", "x-kubernetes-map-type": "atomic", "properties": {
+                        "image": {"type": "string"},
+                        "args": {"type": "array", "items": {"type": "string"}},
+                    }},
+                }},
+                "containers": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "properties": {
+                        "name": {"type": "string"},
+                        "image": {"type": "string"},
+                        "ports": {
+                            "type": "array",
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["port", "protocol"],
+                            "items": {"type": "object", "properties": {
+                                "port": {"type": "integer"},
+                                "protocol": {"type": "string", "default": "TCP"},
+                            }},
+                        },
+                    }},
+                },
+            },
+        })))
+    }
+
+    /// What the check alone, then the field set alone, make of `value`.
+    fn in_two_walks(value: &Value, ty: &Type) -> Result<Result<Set, TypeError>, ValidationErrors> {
+        let mut errors = Vec::new();
+        walk(value, ty, &mut Vec::new(), &mut errors);
+        if errors.is_empty() {
+            Ok(to_field_set(value, ty))
+        } else {
+            Err(ValidationErrors(errors))
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+        #[test]
+        fn one_walk_checks_and_collects_what_two_walks_do(
+            value in proptest::prop_oneof![shaped_value(), wild_value()],
+        ) {
+            for ty in [open_type(), deployment()] {
+                let one = checked_field_set(&value, &ty);
+                match in_two_walks(&value, &ty) {
+                    Ok(Ok(set)) => proptest::prop_assert_eq!(one, Ok(set)),
+                    Err(errors) => proptest::prop_assert_eq!(one, Err(errors)),
+                    // Fields the set cannot read where nothing is checked: refused all the same.
+                    Ok(Err(_)) => proptest::prop_assert!(one.is_err()),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_pod_is_checked_and_collected_in_one_walk() {
+        let ty = Type::of_kind_message("io.k8s.api.core.v1.Pod").unwrap();
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"app": "x"}, "annotations": {"a": "b"}},
+            "spec": {
+                "containers": [{
+                    "name": "app", "image": "app:1", "args": ["--x"],
+                    "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                    "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                    "resources": {"limits": {"cpu": "1", "memory": 5}},
+                    "readinessProbe": {"httpGet": {"path": "/", "port": 80}},
+                }],
+                "volumes": [{"name": "c", "configMap": {"name": "c"}}, {"name": "e", "emptyDir": {}}],
+                "tolerations": [{"key": "k", "operator": "Exists"}],
+                "nodeSelector": {"os": "linux"},
+            },
+        });
+        let one = checked_field_set(&pod, &ty).unwrap();
+        assert_eq!(Ok(Ok(one.clone())), in_two_walks(&pod, &ty));
+        assert!(
+            one.to_fields_v1()
+                .to_string()
+                .contains(r#""k:{\"name\":\"app\"}""#)
         );
     }
 }
