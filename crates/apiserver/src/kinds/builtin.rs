@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::defaults;
 use super::facts::{Facts, Field};
-use super::typed::{self, Decoded, TypeError};
+use super::typed::{self, Decoded, TypeError, UnknownFields};
 
 /// One built-in resource.
 pub struct BuiltinType {
@@ -35,14 +35,14 @@ pub struct BuiltinType {
     pub namespaced: bool,
     /// The registry's facts about it.
     pub facts: Facts,
-    decode: fn(&Value) -> Result<Decoded, TypeError>,
+    decode: fn(&Value, UnknownFields) -> Result<Decoded, TypeError>,
     schema: fn(&mut SchemaGenerator) -> Schema,
     schema_name: fn() -> Cow<'static, str>,
     empty_status: OnceLock<Value>,
 }
 
 impl BuiltinType {
-    fn of<T>(facts: Facts, decode: fn(&Value) -> Result<Decoded, TypeError>) -> Self
+    fn of<T>(facts: Facts, decode: fn(&Value, UnknownFields) -> Result<Decoded, TypeError>) -> Self
     where
         T: Resource + JsonSchema + 'static,
     {
@@ -61,9 +61,9 @@ impl BuiltinType {
     }
 
     /// Reads `object` as this kind's type, applies its defaults, and writes it back: what the
-    /// type does not declare is reported and dropped.
-    pub fn decode(&self, object: &Value) -> Result<Decoded, TypeError> {
-        (self.decode)(object)
+    /// type does not declare is dropped, and reported as `unknown` says.
+    pub fn decode(&self, object: &Value, unknown: UnknownFields) -> Result<Decoded, TypeError> {
+        (self.decode)(object, unknown)
     }
 
     /// The status of a new object, as Go writes an empty status struct: with the fields its
@@ -71,7 +71,7 @@ impl BuiltinType {
     pub fn empty_status(&self) -> &Value {
         self.empty_status.get_or_init(|| {
             let empty = serde_json::json!({"metadata": {}, "status": {}});
-            self.decode(&empty)
+            self.decode(&empty, UnknownFields::Drop)
                 .ok()
                 .and_then(|decoded| decoded.object.get("status").cloned())
                 .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
@@ -116,11 +116,11 @@ where
 }
 
 /// Decoding with the defaults kube-apiserver gives the type (see [`defaults::apply`]).
-fn decode_with_defaults<T>(object: &Value) -> Result<Decoded, TypeError>
+fn decode_with_defaults<T>(object: &Value, unknown: UnknownFields) -> Result<Decoded, TypeError>
 where
     T: DeserializeOwned + Serialize + 'static,
 {
-    typed::decode::<T>(object, |typed| defaults::apply(typed))
+    typed::decode::<T>(object, unknown, |typed| defaults::apply(typed))
 }
 
 /// A field selected by its own path, empty when absent.

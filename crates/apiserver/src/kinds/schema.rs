@@ -154,6 +154,7 @@ fn go_type(schema: &Value) -> String {
 mod tests {
     use super::*;
     use crate::kinds::builtin_types;
+    use crate::kinds::typed::UnknownFields;
     use serde_json::json;
 
     fn builtin(kind: &str) -> &'static BuiltinType {
@@ -180,7 +181,10 @@ mod tests {
     fn type_errors_name_go_types_as_kube_does() {
         let config_map = builtin("ConfigMap");
         let error = config_map
-            .decode(&json!({"metadata": {"name": "c"}, "data": {"k": 1}}))
+            .decode(
+                &json!({"metadata": {"name": "c"}, "data": {"k": 1}}),
+                UnknownFields::Report,
+            )
             .unwrap_err();
         assert_eq!(
             type_error_message(config_map, &error),
@@ -188,7 +192,7 @@ mod tests {
         );
         let deployment = builtin("Deployment");
         let error = deployment
-            .decode(&json!({"metadata": {"name": "d"}, "spec": {"replicas": "3", "selector": {}, "template": {}}}))
+            .decode(&json!({"metadata": {"name": "d"}, "spec": {"replicas": "3", "selector": {}, "template": {}}}), UnknownFields::Report)
             .unwrap_err();
         assert_eq!(
             type_error_message(deployment, &error),
@@ -196,7 +200,7 @@ mod tests {
         );
         let pod = builtin("Pod");
         let error = pod
-            .decode(&json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "ports": 5}]}}))
+            .decode(&json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "ports": 5}]}}), UnknownFields::Report)
             .unwrap_err();
         assert_eq!(
             type_error_message(pod, &error),

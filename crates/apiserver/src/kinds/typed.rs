@@ -45,8 +45,22 @@ pub struct TypeError {
     pub detail: String,
 }
 
+/// Whether a decoding names the fields its type does not declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownFields {
+    /// Their paths are in [`Decoded::unknown_fields`].
+    Report,
+    /// They are dropped unseen: for a write whose field validation ignores them, which need
+    /// not pay for following the path of every field.
+    Drop,
+}
+
 /// Reads `object` as a `T`, applies `defaults`, and writes it back.
-pub(crate) fn decode<T>(object: &Value, defaults: impl FnOnce(&mut T)) -> Result<Decoded, TypeError>
+pub(crate) fn decode<T>(
+    object: &Value,
+    unknown: UnknownFields,
+    defaults: impl FnOnce(&mut T),
+) -> Result<Decoded, TypeError>
 where
     T: DeserializeOwned + Serialize,
 {
@@ -58,8 +72,13 @@ where
     };
     // Paths are tracked only to name an error: a value that reads is read without them, and
     // one that does not is read again with them.
-    let ignoring = serde_ignored::Deserializer::new(object, &mut on_ignored);
-    let mut typed = match T::deserialize(ignoring) {
+    let read = match unknown {
+        UnknownFields::Report => {
+            T::deserialize(serde_ignored::Deserializer::new(object, &mut on_ignored))
+        }
+        UnknownFields::Drop => T::deserialize(object),
+    };
+    let mut typed = match read {
         Ok(typed) => typed,
         Err(untracked) => {
             let mut track = serde_path_to_error::Track::new();
@@ -170,7 +189,7 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyX": "Always"}]},
             "extra": {"a": 1},
         });
-        let decoded = decode::<Pod>(&pod, |_| {}).unwrap();
+        let decoded = decode::<Pod>(&pod, UnknownFields::Report, |_| {}).unwrap();
         assert_eq!(
             decoded.unknown_fields,
             [
@@ -179,28 +198,32 @@ mod tests {
                 "spec.containers[0].imagePullPolicyX"
             ]
         );
-        assert_eq!(
-            decoded.object,
-            json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "p"},
-                "spec": {"containers": [{"name": "c", "image": "i"}]},
-            })
-        );
+        let round_trip = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        });
+        assert_eq!(decoded.object, round_trip);
+        // Dropped unseen, they leave the same object.
+        let dropped = decode::<Pod>(&pod, UnknownFields::Drop, |_| {}).unwrap();
+        assert_eq!(dropped.unknown_fields, Vec::<String>::new());
+        assert_eq!(dropped.object, round_trip);
     }
 
     #[test]
     fn a_value_of_the_wrong_type_names_its_path_and_what_was_found() {
         let config_map = json!({"metadata": {"name": "c"}, "data": {"k": 1}});
-        let error = decode::<ConfigMap>(&config_map, |_| {}).unwrap_err();
-        assert_eq!(path_text(&error.path), "data.k");
-        assert_eq!(error.found, "number");
+        for unknown in [UnknownFields::Report, UnknownFields::Drop] {
+            let error = decode::<ConfigMap>(&config_map, unknown, |_| {}).unwrap_err();
+            assert_eq!(path_text(&error.path), "data.k");
+            assert_eq!(error.found, "number");
+        }
     }
 
     #[test]
     fn defaults_run_on_the_typed_object() {
         let config_map = json!({"metadata": {"name": "c"}});
-        let decoded = decode::<ConfigMap>(&config_map, |config_map| {
+        let decoded = decode::<ConfigMap>(&config_map, UnknownFields::Report, |config_map| {
             config_map.immutable = Some(false);
         })
         .unwrap();

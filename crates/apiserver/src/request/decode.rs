@@ -13,7 +13,7 @@ use super::body::ParsedBody;
 use super::options::FieldValidation;
 use crate::custom;
 use crate::kinds::schema::type_error_message;
-use crate::kinds::typed::{self, PathSegment};
+use crate::kinds::typed::{self, PathSegment, UnknownFields};
 use crate::resource::ResourceKind;
 use crate::rest::status::ApiError;
 use crate::storage::Cause;
@@ -50,7 +50,11 @@ pub fn decode_object(
     let Some(builtin) = kind.builtin else {
         return decode_custom(kind, value, &duplicate_fields, validation, origin);
     };
-    match builtin.decode(&value) {
+    let unknown = match validation {
+        FieldValidation::Ignore => UnknownFields::Drop,
+        FieldValidation::Warn | FieldValidation::Strict => UnknownFields::Report,
+    };
+    match builtin.decode(&value, unknown) {
         Ok(decoded) => {
             let strict = strict_errors(&duplicate_fields, &decoded.unknown_fields);
             checked(kind, decoded.object, strict, validation, origin)
@@ -76,7 +80,7 @@ fn decode_custom(
         .get("metadata")
         .filter(|metadata| metadata.is_object())
     {
-        match typed::decode::<ObjectMeta>(metadata, |_| {}) {
+        match typed::decode::<ObjectMeta>(metadata, UnknownFields::Report, |_| {}) {
             Ok(decoded) => {
                 unknown.extend(
                     decoded

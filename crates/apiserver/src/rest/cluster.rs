@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::App;
 use crate::kinds::strategy::KUBERNETES_SERVICE_IP;
+use crate::kinds::typed::UnknownFields;
 use crate::resource::ResourceKind;
 use crate::storage::StoreError;
 
@@ -167,7 +168,10 @@ fn create_missing(app: &App, group: &str, plural: &str, namespace: &str, object:
         Err(StoreError::NotFound { .. }) => {}
         _ => return,
     }
-    let object = match kind.builtin.map(|builtin| builtin.decode(&object)) {
+    let object = match kind
+        .builtin
+        .map(|builtin| builtin.decode(&object, UnknownFields::Drop))
+    {
         Some(Ok(decoded)) => decoded.object,
         _ => object,
     };

@@ -5,10 +5,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::kinds::typed::decode;
+use crate::kinds::typed::{UnknownFields, decode};
 
 fn defaulted<T: DeserializeOwned + Serialize + 'static>(object: Value) -> Value {
-    decode::<T>(&object, |typed| super::apply(typed))
+    decode::<T>(&object, UnknownFields::Report, |typed| super::apply(typed))
         .unwrap()
         .object
 }
