@@ -5,6 +5,7 @@
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 use crate::kinds::PathSegment;
@@ -38,7 +39,7 @@ pub fn parse_json(bytes: &[u8]) -> Result<ParsedBody, BodyError> {
     deserializer.end()?;
     Ok(ParsedBody {
         value,
-        duplicate_fields: tracker.duplicates,
+        duplicate_fields: tracker.duplicate_fields(),
     })
 }
 
@@ -52,20 +53,39 @@ pub fn parse_yaml(bytes: &[u8]) -> Result<ParsedBody, BodyError> {
     })?;
     Ok(ParsedBody {
         value,
-        duplicate_fields: tracker.duplicates,
+        duplicate_fields: tracker.duplicate_fields(),
     })
 }
 
-/// Where the tree being built is, and what it found twice.
+/// The fields found twice, each as the path from the object that holds it up to the root:
+/// a level adds its own step to what was found below it as it returns, so that no step is
+/// copied while nothing is found twice (the usual case).
 #[derive(Default)]
 struct Tracker {
-    path: Vec<PathSegment>,
-    duplicates: Vec<String>,
+    duplicates: Vec<Vec<PathSegment>>,
 }
 
 impl Tracker {
     fn seed(&mut self) -> Seed<'_> {
         Seed(self)
+    }
+
+    /// Adds `step` to the paths found since the first `since` were.
+    fn under(&mut self, since: usize, step: impl Fn() -> PathSegment) {
+        for path in self.duplicates.iter_mut().skip(since) {
+            path.push(step());
+        }
+    }
+
+    /// The paths of the fields found twice, in the order found, e.g. `metadata.name`.
+    fn duplicate_fields(self) -> Vec<String> {
+        self.duplicates
+            .into_iter()
+            .map(|mut path| {
+                path.reverse();
+                path_text(&path)
+            })
+            .collect()
     }
 }
 
@@ -127,10 +147,11 @@ impl<'de> Visitor<'de> for Seed<'_> {
         let tracker = self.0;
         let mut items = Vec::with_capacity(sequence.size_hint().unwrap_or(0).min(4096));
         loop {
-            tracker.path.push(PathSegment::Index(items.len()));
-            let next = sequence.next_element_seed(Seed(tracker));
-            tracker.path.pop();
-            match next? {
+            let since = tracker.duplicates.len();
+            let next = sequence.next_element_seed(Seed(tracker))?;
+            let index = items.len();
+            tracker.under(since, || PathSegment::Index(index));
+            match next {
                 Some(item) => items.push(item),
                 None => return Ok(Value::Array(items)),
             }
@@ -140,15 +161,21 @@ impl<'de> Visitor<'de> for Seed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let tracker = self.0;
         let mut fields = Map::new();
-        while let Some(key) = map.next_key::<KeyText>()? {
-            let key = key.0;
-            tracker.path.push(PathSegment::Field(key.clone()));
-            let value = map.next_value_seed(Seed(tracker));
-            if fields.contains_key(&key) {
-                tracker.duplicates.push(path_text(&tracker.path));
+        while let Some(KeyText(key)) = map.next_key::<KeyText>()? {
+            let since = tracker.duplicates.len();
+            let value = map.next_value_seed(Seed(tracker))?;
+            tracker.under(since, || PathSegment::Field(key.clone()));
+            match fields.entry(key) {
+                Entry::Occupied(mut given) => {
+                    tracker
+                        .duplicates
+                        .push(vec![PathSegment::Field(given.key().clone())]);
+                    given.insert(value);
+                }
+                Entry::Vacant(first) => {
+                    first.insert(value);
+                }
             }
-            tracker.path.pop();
-            fields.insert(key, value?);
         }
         Ok(Value::Object(fields))
     }
@@ -220,6 +247,17 @@ mod tests {
             json!({"metadata": {"name": "b"}, "data": {"k": "1"}, "items": [{"x": 2}]})
         );
         assert_eq!(json.duplicate_fields, ["metadata.name", "items[0].x"]);
+
+        let nested = parse_json(
+            br#"{"a": [{"b": {"c": 1, "c": 2}}, {"d": 1}], "a": [1, {"e": [{}, {"f": 1, "f": 1}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            nested.duplicate_fields,
+            ["a[0].b.c", "a[1].e[1].f", "a"],
+            "below a field found twice, then the field"
+        );
+        assert_eq!(nested.value, json!({"a": [1, {"e": [{}, {"f": 1}]}]}));
 
         let yaml = parse_yaml(
             b"metadata:\n  name: a\n  name: b\ndata:\n  k: \"1\"\nitems:\n- x: 1\n  x: 2\n",
