@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::defaults;
 use super::facts::{Facts, Field};
-use super::typed::{self, Decoded, TypeError, UnknownFields};
+use super::typed::{self, TypeError, UnknownFields};
 
 /// One built-in resource.
 pub struct BuiltinType {
@@ -35,14 +35,17 @@ pub struct BuiltinType {
     pub namespaced: bool,
     /// The registry's facts about it.
     pub facts: Facts,
-    decode: fn(&Value, UnknownFields) -> Result<Decoded, TypeError>,
+    decode: fn(&mut Value, UnknownFields) -> Result<Vec<String>, TypeError>,
     schema: fn(&mut SchemaGenerator) -> Schema,
     schema_name: fn() -> Cow<'static, str>,
     empty_status: OnceLock<Value>,
 }
 
 impl BuiltinType {
-    fn of<T>(facts: Facts, decode: fn(&Value, UnknownFields) -> Result<Decoded, TypeError>) -> Self
+    fn of<T>(
+        facts: Facts,
+        decode: fn(&mut Value, UnknownFields) -> Result<Vec<String>, TypeError>,
+    ) -> Self
     where
         T: Resource + JsonSchema + 'static,
     {
@@ -60,9 +63,14 @@ impl BuiltinType {
         }
     }
 
-    /// Reads `object` as this kind's type, applies its defaults, and writes it back: what the
-    /// type does not declare is dropped, and reported as `unknown` says.
-    pub fn decode(&self, object: &Value, unknown: UnknownFields) -> Result<Decoded, TypeError> {
+    /// Reads `object` as this kind's type, applies its defaults, and writes it back over
+    /// `object`: what the type does not declare is dropped, and its paths returned as `unknown`
+    /// says. A value of the wrong type leaves `object` as it was.
+    pub fn decode(
+        &self,
+        object: &mut Value,
+        unknown: UnknownFields,
+    ) -> Result<Vec<String>, TypeError> {
         (self.decode)(object, unknown)
     }
 
@@ -70,10 +78,10 @@ impl BuiltinType {
     /// type always has (a ReplicationController's `replicas: 0`). Decoded once.
     pub fn empty_status(&self) -> &Value {
         self.empty_status.get_or_init(|| {
-            let empty = serde_json::json!({"metadata": {}, "status": {}});
-            self.decode(&empty, UnknownFields::Drop)
+            let mut empty = serde_json::json!({"metadata": {}, "status": {}});
+            self.decode(&mut empty, UnknownFields::Drop)
                 .ok()
-                .and_then(|decoded| decoded.object.get("status").cloned())
+                .and_then(|_| empty.get("status").cloned())
                 .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
         })
     }
@@ -116,7 +124,10 @@ where
 }
 
 /// Decoding with the defaults kube-apiserver gives the type (see [`defaults::apply`]).
-fn decode_with_defaults<T>(object: &Value, unknown: UnknownFields) -> Result<Decoded, TypeError>
+fn decode_with_defaults<T>(
+    object: &mut Value,
+    unknown: UnknownFields,
+) -> Result<Vec<String>, TypeError>
 where
     T: DeserializeOwned + Serialize + 'static,
 {

@@ -10,10 +10,11 @@ pub mod schema;
 pub(crate) mod strategy;
 pub mod subresources;
 pub mod typed;
+mod write_back;
 
 pub use self::builtin::{BuiltinType, builtin_types};
 pub use self::facts::Facts;
-pub use self::typed::{Decoded, PathSegment, TypeError};
+pub use self::typed::{PathSegment, TypeError};
 
 /// The minor version of Kubernetes the build's k8s-openapi serves (its enabled version feature).
 pub fn kubernetes_minor() -> u32 {

@@ -182,7 +182,7 @@ mod tests {
         let config_map = builtin("ConfigMap");
         let error = config_map
             .decode(
-                &json!({"metadata": {"name": "c"}, "data": {"k": 1}}),
+                &mut json!({"metadata": {"name": "c"}, "data": {"k": 1}}),
                 UnknownFields::Report,
             )
             .unwrap_err();
@@ -192,7 +192,7 @@ mod tests {
         );
         let deployment = builtin("Deployment");
         let error = deployment
-            .decode(&json!({"metadata": {"name": "d"}, "spec": {"replicas": "3", "selector": {}, "template": {}}}), UnknownFields::Report)
+            .decode(&mut json!({"metadata": {"name": "d"}, "spec": {"replicas": "3", "selector": {}, "template": {}}}), UnknownFields::Report)
             .unwrap_err();
         assert_eq!(
             type_error_message(deployment, &error),
@@ -200,7 +200,7 @@ mod tests {
         );
         let pod = builtin("Pod");
         let error = pod
-            .decode(&json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "ports": 5}]}}), UnknownFields::Report)
+            .decode(&mut json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "ports": 5}]}}), UnknownFields::Report)
             .unwrap_err();
         assert_eq!(
             type_error_message(pod, &error),

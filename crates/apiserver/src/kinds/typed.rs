@@ -12,16 +12,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::write_back::write_back;
 use crate::request::body::json_kind;
-
-/// An object after its round trip through its type.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decoded {
-    /// The object as its type writes it, defaults applied: unknown fields gone.
-    pub object: Value,
-    /// The paths of the fields its type does not declare, e.g. `spec.containers[0].foo`.
-    pub unknown_fields: Vec<String>,
-}
 
 /// One step of a path into an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,19 +40,21 @@ pub struct TypeError {
 /// Whether a decoding names the fields its type does not declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnknownFields {
-    /// Their paths are in [`Decoded::unknown_fields`].
+    /// Their paths are returned (e.g. `spec.containers[0].foo`).
     Report,
     /// They are dropped unseen: for a write whose field validation ignores them, which need
     /// not pay for following the path of every field.
     Drop,
 }
 
-/// Reads `object` as a `T`, applies `defaults`, and writes it back.
+/// Reads `object` as a `T`, applies `defaults`, and writes it back over `object`: it becomes
+/// the type's writing, defaults applied and fields the type does not declare gone. Returns the
+/// paths of those fields as `unknown` asks. A value of the wrong type leaves `object` as it was.
 pub(crate) fn decode<T>(
-    object: &Value,
+    object: &mut Value,
     unknown: UnknownFields,
     defaults: impl FnOnce(&mut T),
-) -> Result<Decoded, TypeError>
+) -> Result<Vec<String>, TypeError>
 where
     T: DeserializeOwned + Serialize,
 {
@@ -72,17 +66,18 @@ where
     };
     // Paths are tracked only to name an error: a value that reads is read without them, and
     // one that does not is read again with them.
+    let source: &Value = object;
     let read = match unknown {
         UnknownFields::Report => {
-            T::deserialize(serde_ignored::Deserializer::new(object, &mut on_ignored))
+            T::deserialize(serde_ignored::Deserializer::new(source, &mut on_ignored))
         }
-        UnknownFields::Drop => T::deserialize(object),
+        UnknownFields::Drop => T::deserialize(source),
     };
     let mut typed = match read {
         Ok(typed) => typed,
         Err(untracked) => {
             let mut track = serde_path_to_error::Track::new();
-            let tracked = serde_path_to_error::Deserializer::new(object, &mut track);
+            let tracked = serde_path_to_error::Deserializer::new(source, &mut track);
             // Both reads see the same value, so the second fails too; should it not, the first
             // error still stands, without a path.
             let detail = match T::deserialize(tracked) {
@@ -91,7 +86,7 @@ where
             };
             let path = segments(&track.path());
             // Go names no kind for a missing or null value.
-            let found = lookup(object, &path)
+            let found = lookup(source, &path)
                 .filter(|value| !value.is_null())
                 .map_or("", json_kind);
             return Err(TypeError {
@@ -102,15 +97,12 @@ where
         }
     };
     defaults(&mut typed);
-    let object = serde_json::to_value(&typed).map_err(|error| TypeError {
+    write_back(&typed, object).map_err(|error| TypeError {
         path: Vec::new(),
         found: "",
         detail: error.to_string(),
     })?;
-    Ok(Decoded {
-        object,
-        unknown_fields,
-    })
+    Ok(unknown_fields)
 }
 
 /// kube's way of writing a path: `spec.containers[0].name`, map keys as fields.
@@ -189,9 +181,10 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyX": "Always"}]},
             "extra": {"a": 1},
         });
-        let decoded = decode::<Pod>(&pod, UnknownFields::Report, |_| {}).unwrap();
+        let mut decoded = pod.clone();
+        let unknown_fields = decode::<Pod>(&mut decoded, UnknownFields::Report, |_| {}).unwrap();
         assert_eq!(
-            decoded.unknown_fields,
+            unknown_fields,
             [
                 "extra",
                 "metadata.bogus",
@@ -203,30 +196,33 @@ mod tests {
             "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "c", "image": "i"}]},
         });
-        assert_eq!(decoded.object, round_trip);
+        assert_eq!(decoded, round_trip);
         // Dropped unseen, they leave the same object.
-        let dropped = decode::<Pod>(&pod, UnknownFields::Drop, |_| {}).unwrap();
-        assert_eq!(dropped.unknown_fields, Vec::<String>::new());
-        assert_eq!(dropped.object, round_trip);
+        let mut dropped = pod.clone();
+        let unknown_fields = decode::<Pod>(&mut dropped, UnknownFields::Drop, |_| {}).unwrap();
+        assert_eq!(unknown_fields, Vec::<String>::new());
+        assert_eq!(dropped, round_trip);
     }
 
     #[test]
     fn a_value_of_the_wrong_type_names_its_path_and_what_was_found() {
         let config_map = json!({"metadata": {"name": "c"}, "data": {"k": 1}});
         for unknown in [UnknownFields::Report, UnknownFields::Drop] {
-            let error = decode::<ConfigMap>(&config_map, unknown, |_| {}).unwrap_err();
+            let mut read = config_map.clone();
+            let error = decode::<ConfigMap>(&mut read, unknown, |_| {}).unwrap_err();
             assert_eq!(path_text(&error.path), "data.k");
             assert_eq!(error.found, "number");
+            assert_eq!(read, config_map, "left as it was");
         }
     }
 
     #[test]
     fn defaults_run_on_the_typed_object() {
-        let config_map = json!({"metadata": {"name": "c"}});
-        let decoded = decode::<ConfigMap>(&config_map, UnknownFields::Report, |config_map| {
+        let mut config_map = json!({"metadata": {"name": "c"}});
+        decode::<ConfigMap>(&mut config_map, UnknownFields::Report, |config_map| {
             config_map.immutable = Some(false);
         })
         .unwrap();
-        assert_eq!(decoded.object["immutable"], json!(false));
+        assert_eq!(config_map["immutable"], json!(false));
     }
 }

@@ -44,7 +44,7 @@ pub fn decode_object(
     origin: Origin,
 ) -> Result<DecodedObject, ApiError> {
     let ParsedBody {
-        value,
+        mut value,
         duplicate_fields,
     } = parsed;
     let Some(builtin) = kind.builtin else {
@@ -54,10 +54,10 @@ pub fn decode_object(
         FieldValidation::Ignore => UnknownFields::Drop,
         FieldValidation::Warn | FieldValidation::Strict => UnknownFields::Report,
     };
-    match builtin.decode(&value, unknown) {
-        Ok(decoded) => {
-            let strict = strict_errors(&duplicate_fields, &decoded.unknown_fields);
-            checked(kind, decoded.object, strict, validation, origin)
+    match builtin.decode(&mut value, unknown) {
+        Ok(unknown_fields) => {
+            let strict = strict_errors(&duplicate_fields, &unknown_fields);
+            checked(kind, value, strict, validation, origin)
         }
         Err(error) => {
             let message = type_error_message(builtin, &error);
@@ -77,18 +77,12 @@ fn decode_custom(
 ) -> Result<DecodedObject, ApiError> {
     let mut unknown = Vec::new();
     if let Some(metadata) = value
-        .get("metadata")
+        .get_mut("metadata")
         .filter(|metadata| metadata.is_object())
     {
         match typed::decode::<ObjectMeta>(metadata, UnknownFields::Report, |_| {}) {
-            Ok(decoded) => {
-                unknown.extend(
-                    decoded
-                        .unknown_fields
-                        .iter()
-                        .map(|path| format!("metadata.{path}")),
-                );
-                value["metadata"] = decoded.object;
+            Ok(unknown_fields) => {
+                unknown.extend(unknown_fields.iter().map(|path| format!("metadata.{path}")));
             }
             Err(error) => {
                 let mut path = vec![PathSegment::Field("metadata".into())];

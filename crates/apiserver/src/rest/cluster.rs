@@ -168,13 +168,11 @@ fn create_missing(app: &App, group: &str, plural: &str, namespace: &str, object:
         Err(StoreError::NotFound { .. }) => {}
         _ => return,
     }
-    let object = match kind
-        .builtin
-        .map(|builtin| builtin.decode(&object, UnknownFields::Drop))
-    {
-        Some(Ok(decoded)) => decoded.object,
-        _ => object,
-    };
+    let mut object = object;
+    if let Some(builtin) = kind.builtin {
+        // An object that does not decode is left as it was.
+        let _ = builtin.decode(&mut object, UnknownFields::Drop);
+    }
     match app.store.create(&kind, namespace, object) {
         Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
         Err(error) => {

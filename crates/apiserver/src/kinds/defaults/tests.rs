@@ -7,10 +7,12 @@ use serde_json::{Value, json};
 
 use crate::kinds::typed::{UnknownFields, decode};
 
-fn defaulted<T: DeserializeOwned + Serialize + 'static>(object: Value) -> Value {
-    decode::<T>(&object, UnknownFields::Report, |typed| super::apply(typed))
-        .unwrap()
-        .object
+fn defaulted<T: DeserializeOwned + Serialize + 'static>(mut object: Value) -> Value {
+    decode::<T>(&mut object, UnknownFields::Report, |typed| {
+        super::apply(typed)
+    })
+    .unwrap();
+    object
 }
 
 #[test]
