@@ -65,44 +65,38 @@ impl<'a> Over<'a> {
     }
 
     /// The node as an object, made an empty one if it is not.
-    fn object(self) -> &'a mut Map<String, Value> {
+    fn object(self) -> Result<&'a mut Map<String, Value>, Stop> {
         if !self.0.is_object() {
             *self.0 = Value::Object(Map::new());
         }
-        match self.0 {
-            Value::Object(map) => map,
-            _ => unreachable!("made an object above"),
-        }
+        self.0.as_object_mut().ok_or(Stop::GaveUp)
     }
 
     /// The node as a list, made an empty one if it is not.
-    fn list(self) -> &'a mut Vec<Value> {
+    fn list(self) -> Result<&'a mut Vec<Value>, Stop> {
         if !self.0.is_array() {
             *self.0 = Value::Array(Vec::new());
         }
-        match self.0 {
-            Value::Array(items) => items,
-            _ => unreachable!("made a list above"),
-        }
+        self.0.as_array_mut().ok_or(Stop::GaveUp)
     }
 }
 
-/// The node under `key` of `map`, made (`null`) if it is not there.
-fn slot<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Value {
+/// The node under `key` of `map`, made (`null`) if it is not there. (An entry would copy the key
+/// even when it is there.)
+fn slot<'a>(map: &'a mut Map<String, Value>, key: &str) -> Result<&'a mut Value, Stop> {
     if !map.contains_key(key) {
         map.insert(key.to_owned(), Value::Null);
     }
-    map.get_mut(key)
-        .unwrap_or_else(|| unreachable!("inserted above"))
+    map.get_mut(key).ok_or(Stop::GaveUp)
 }
 
 /// `{variant: …}`: the node of an externally tagged enum variant's content.
 fn variant_slot<'a>(target: &'a mut Value, variant: &str) -> Result<&'a mut Value, Stop> {
-    let map = Over(target).object();
+    let map = Over(target).object()?;
     if map.len() > 1 || map.keys().any(|key| key != variant) {
         return Err(Stop::GaveUp);
     }
-    Ok(slot(map, variant))
+    slot(map, variant)
 }
 
 impl<'a> ser::Serializer for Over<'a> {
@@ -212,7 +206,7 @@ impl<'a> ser::Serializer for Over<'a> {
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Items<'a>, Stop> {
         Ok(Items {
-            items: self.list(),
+            items: self.list()?,
             written: 0,
         })
     }
@@ -230,15 +224,15 @@ impl<'a> ser::Serializer for Over<'a> {
         _len: usize,
     ) -> Result<Items<'a>, Stop> {
         Ok(Items {
-            items: Over(variant_slot(self.0, variant)?).list(),
+            items: Over(variant_slot(self.0, variant)?).list()?,
             written: 0,
         })
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<Entries<'a>, Stop> {
-        Ok(Entries::new(self.object()))
+        Ok(Entries::new(self.object()?))
     }
     fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Entries<'a>, Stop> {
-        Ok(Entries::new(self.object()))
+        Ok(Entries::new(self.object()?))
     }
     fn serialize_struct_variant(
         self,
@@ -247,7 +241,7 @@ impl<'a> ser::Serializer for Over<'a> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Entries<'a>, Stop> {
-        Ok(Entries::new(Over(variant_slot(self.0, variant)?).object()))
+        Ok(Entries::new(Over(variant_slot(self.0, variant)?).object()?))
     }
 }
 
@@ -262,7 +256,7 @@ impl Items<'_> {
         if self.written == self.items.len() {
             self.items.push(Value::Null);
         }
-        let target = &mut self.items[self.written];
+        let target = self.items.get_mut(self.written).ok_or(Stop::GaveUp)?;
         self.written += 1;
         value.serialize(Over(target))
     }
@@ -346,7 +340,7 @@ impl<'a> Entries<'a> {
 
     fn entry<V: ?Sized + Serialize>(&mut self, key: &str, value: &V) -> Result<(), Stop> {
         self.written += 1;
-        value.serialize(Over(slot(self.map, key)))
+        value.serialize(Over(slot(self.map, key)?))
     }
 
     fn finish(self) -> Result<(), Stop> {
@@ -372,7 +366,7 @@ impl ser::SerializeMap for Entries<'_> {
     }
     fn serialize_value<V: ?Sized + Serialize>(&mut self, value: &V) -> Result<(), Stop> {
         self.written += 1;
-        value.serialize(Over(slot(self.map, &self.key)))
+        value.serialize(Over(slot(self.map, &self.key)?))
     }
     fn end(self) -> Result<(), Stop> {
         self.finish()
