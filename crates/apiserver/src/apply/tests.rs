@@ -15,7 +15,13 @@ fn schema(schema: Value) -> Type {
 }
 
 fn object_type() -> Type {
-    schema(json!({
+    schema(object_schema())
+}
+
+/// The schema of [`object_type`]: a set, an atomic list, a map, a nested struct, and a map
+/// list whose items hold a map list keyed by two fields, one with a default.
+pub(super) fn object_schema() -> Value {
+    json!({
         "type": "object",
         "properties": {
             "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
@@ -48,7 +54,7 @@ fn object_type() -> Type {
                 }},
             },
         },
-    }))
+    })
 }
 
 /// The paths a manager owns, as conflict messages write them.

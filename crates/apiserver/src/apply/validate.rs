@@ -502,47 +502,17 @@ mod tests {
         ])
     }
 
-    /// A CRD-like schema with sets, atomic lists, maps (of strings, of structs), an atomic
-    /// struct, map lists keyed by one and by two fields, and a field of any type.
+    /// The scenarios' schema (sets, atomic lists, maps, map lists keyed by one and by two
+    /// fields) with a map of structs, an atomic struct, and a field of any type.
     fn open_type() -> Type {
-        Type::Schema(crate::structural::Node::compile(&json!({
-            "type": "object",
-            "properties": {
-                "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
-                "atomic": {"type": "array", "items": {"type": "string"}},
-                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                "extra": {"x-kubernetes-preserve-unknown-fields": true},
-                "maps": {"type": "object", "additionalProperties": {
-                    "type": "object", "properties": {"x": {"type": "string"}},
-                }},
-                "spec": {"type": "object", "properties": {
-                    "replicas": {"type": "integer"},
-                    "paused": {"type": "boolean"},
-                    "template": {"type": "object", "x-kubernetes-map-type": "atomic", "properties": {
-                        "image": {"type": "string"},
-                        "args": {"type": "array", "items": {"type": "string"}},
-                    }},
-                }},
-                "containers": {
-                    "type": "array",
-                    "x-kubernetes-list-type": "map",
-                    "x-kubernetes-list-map-keys": ["name"],
-                    "items": {"type": "object", "properties": {
-                        "name": {"type": "string"},
-                        "image": {"type": "string"},
-                        "ports": {
-                            "type": "array",
-                            "x-kubernetes-list-type": "map",
-                            "x-kubernetes-list-map-keys": ["port", "protocol"],
-                            "items": {"type": "object", "properties": {
-                                "port": {"type": "integer"},
-                                "protocol": {"type": "string", "default": "TCP"},
-                            }},
-                        },
-                    }},
-                },
-            },
-        })))
+        let mut schema = super::super::tests::object_schema();
+        let properties = &mut schema["properties"];
+        properties["extra"] = json!({"x-kubernetes-preserve-unknown-fields": true});
+        properties["maps"] = json!({"type": "object", "additionalProperties": {
+            "type": "object", "properties": {"x": {"type": "string"}},
+        }});
+        properties["spec"]["properties"]["template"]["x-kubernetes-map-type"] = json!("atomic");
+        Type::Schema(crate::structural::Node::compile(&schema))
     }
 
     /// What the check alone, then the field set alone, make of `value`.

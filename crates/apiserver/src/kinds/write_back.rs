@@ -267,49 +267,28 @@ impl Items<'_> {
     }
 }
 
-impl ser::SerializeSeq for Items<'_> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_element<V: ?Sized + Serialize>(&mut self, value: &V) -> Result<(), Stop> {
-        self.item(value)
-    }
-    fn end(self) -> Result<(), Stop> {
-        self.finish()
-    }
+/// The four ways serde hands a list's items differ only in the method's name.
+macro_rules! items_impl {
+    ($($trait:ident::$method:ident),*) => {$(
+        impl ser::$trait for Items<'_> {
+            type Ok = ();
+            type Error = Stop;
+            fn $method<V: ?Sized + Serialize>(&mut self, value: &V) -> Result<(), Stop> {
+                self.item(value)
+            }
+            fn end(self) -> Result<(), Stop> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Items<'_> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_element<V: ?Sized + Serialize>(&mut self, value: &V) -> Result<(), Stop> {
-        self.item(value)
-    }
-    fn end(self) -> Result<(), Stop> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for Items<'_> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_field<V: ?Sized + Serialize>(&mut self, value: &V) -> Result<(), Stop> {
-        self.item(value)
-    }
-    fn end(self) -> Result<(), Stop> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleVariant for Items<'_> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_field<V: ?Sized + Serialize>(&mut self, value: &V) -> Result<(), Stop> {
-        self.item(value)
-    }
-    fn end(self) -> Result<(), Stop> {
-        self.finish()
-    }
-}
+items_impl!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 /// Writing over an object: field by field; a field the tree has and the type did not write
 /// makes the walk give up, which [`Entries::finish`] tells by counting: every field written is
@@ -373,35 +352,27 @@ impl ser::SerializeMap for Entries<'_> {
     }
 }
 
-impl ser::SerializeStruct for Entries<'_> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_field<V: ?Sized + Serialize>(
-        &mut self,
-        key: &'static str,
-        value: &V,
-    ) -> Result<(), Stop> {
-        self.entry(key, value)
-    }
-    fn end(self) -> Result<(), Stop> {
-        self.finish()
-    }
+/// A struct's fields and a struct variant's are handed alike.
+macro_rules! fields_impl {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Entries<'_> {
+            type Ok = ();
+            type Error = Stop;
+            fn serialize_field<V: ?Sized + Serialize>(
+                &mut self,
+                key: &'static str,
+                value: &V,
+            ) -> Result<(), Stop> {
+                self.entry(key, value)
+            }
+            fn end(self) -> Result<(), Stop> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Entries<'_> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_field<V: ?Sized + Serialize>(
-        &mut self,
-        key: &'static str,
-        value: &V,
-    ) -> Result<(), Stop> {
-        self.entry(key, value)
-    }
-    fn end(self) -> Result<(), Stop> {
-        self.finish()
-    }
-}
+fields_impl!(SerializeStruct, SerializeStructVariant);
 
 /// Reads a map key that is a string into a buffer; any other kind of key makes the walk give
 /// up (serde_json writes numbers and booleans as keys too, and the type is then written out
