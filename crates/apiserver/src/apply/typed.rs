@@ -138,6 +138,26 @@ pub fn to_field_set(value: &Value, ty: &Type) -> Result<Set, TypeError> {
     field_set_walk(value, ty)
 }
 
+/// Adds to `set` the field `step` of a map or struct, which holds `child` of `child_type` with
+/// the fields `inner`: the field itself is owned when it is a leaf, holds nothing, or is not a
+/// declared struct field (a map's key); a declared field that holds something is owned only
+/// through what it holds.
+pub(super) fn add_field(
+    set: &mut Set,
+    step: PathElement,
+    declared: bool,
+    child: &Value,
+    child_type: &Type,
+    inner: Set,
+) {
+    let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
+    let leaf = matches!(child_type.node(child), Node::Leaf);
+    if leaf || empty || !declared {
+        set.insert_member(step.clone());
+    }
+    set.insert_child(step, inner);
+}
+
 /// The fields of what `value` holds, relative to it (built from the leaves up, so that no path
 /// is walked twice).
 fn field_set_walk(value: &Value, ty: &Type) -> Result<Set, TypeError> {
@@ -152,12 +172,7 @@ fn field_set_walk(value: &Value, ty: &Type) -> Result<Set, TypeError> {
                 let (child_type, declared, step) = ty.field_step(name);
                 let inner =
                     field_set_walk(child, &child_type).map_err(|error| error.under(&step))?;
-                let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
-                let leaf = matches!(child_type.node(child), Node::Leaf);
-                if leaf || empty || !declared {
-                    set.insert_member(step.clone());
-                }
-                set.insert_child(step, inner);
+                add_field(&mut set, step, declared, child, &child_type, inner);
             }
         }
         Node::Associative(kind) => {

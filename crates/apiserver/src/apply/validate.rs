@@ -7,12 +7,12 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::path::PathElement;
 use super::schema::{Expected, Node, ScalarKind, Type};
 use super::set::Set;
-use super::typed::{TypeError, item_step, to_field_set};
+use super::typed::{TypeError, add_field, item_step, to_field_set};
 use crate::custom::go_type;
 
 /// What is wrong with a configuration: one or more errors.
@@ -103,12 +103,7 @@ fn check_and_collect<'a>(
                     Some(shared) => PathElement::Field(shared),
                     None => PathElement::field(name),
                 };
-                let empty = child.as_object().is_some_and(Map::is_empty) || child.is_null();
-                let leaf = matches!(child_type.node(child), Node::Leaf);
-                if leaf || empty || !declared {
-                    set.insert_member(step.clone());
-                }
-                set.insert_child(step, inner);
+                add_field(&mut set, step, declared, child, &child_type, inner);
             }
         }
         (Expected::List, Node::Associative(kind), Value::Array(items)) => {
@@ -309,6 +304,7 @@ fn go_syntax(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Map;
     use serde_json::json;
 
     fn deployment() -> Type {

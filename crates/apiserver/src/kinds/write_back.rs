@@ -9,7 +9,7 @@
 //! `serde_json::to_value` makes of the typed object.
 
 use serde::ser::{self, Serialize};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 /// Makes `target` what `serde_json::to_value(typed)` is, reusing what it already holds.
 pub fn write_back<T: Serialize>(typed: &T, target: &mut Value) -> Result<(), serde_json::Error> {
@@ -99,6 +99,15 @@ fn variant_slot<'a>(target: &'a mut Value, variant: &str) -> Result<&'a mut Valu
     slot(map, variant)
 }
 
+/// `Serializer` methods that set the node to what `serde_json::to_value` makes of a scalar.
+macro_rules! scalars {
+    ($($method:ident($type:ty);)*) => {
+        $(fn $method(self, value: $type) -> Result<(), Stop> {
+            self.set(serde_json::to_value(value)?)
+        })*
+    };
+}
+
 impl<'a> ser::Serializer for Over<'a> {
     type Ok = ();
     type Error = Stop;
@@ -110,44 +119,22 @@ impl<'a> ser::Serializer for Over<'a> {
     type SerializeStruct = Entries<'a>;
     type SerializeStructVariant = Entries<'a>;
 
-    fn serialize_bool(self, value: bool) -> Result<(), Stop> {
-        self.set(Value::Bool(value))
-    }
-    fn serialize_i8(self, value: i8) -> Result<(), Stop> {
-        self.serialize_i64(value.into())
-    }
-    fn serialize_i16(self, value: i16) -> Result<(), Stop> {
-        self.serialize_i64(value.into())
-    }
-    fn serialize_i32(self, value: i32) -> Result<(), Stop> {
-        self.serialize_i64(value.into())
-    }
-    fn serialize_i64(self, value: i64) -> Result<(), Stop> {
-        self.set(Value::Number(value.into()))
-    }
-    fn serialize_i128(self, value: i128) -> Result<(), Stop> {
-        self.set(serde_json::to_value(value)?)
-    }
-    fn serialize_u8(self, value: u8) -> Result<(), Stop> {
-        self.serialize_u64(value.into())
-    }
-    fn serialize_u16(self, value: u16) -> Result<(), Stop> {
-        self.serialize_u64(value.into())
-    }
-    fn serialize_u32(self, value: u32) -> Result<(), Stop> {
-        self.serialize_u64(value.into())
-    }
-    fn serialize_u64(self, value: u64) -> Result<(), Stop> {
-        self.set(Value::Number(value.into()))
-    }
-    fn serialize_u128(self, value: u128) -> Result<(), Stop> {
-        self.set(serde_json::to_value(value)?)
-    }
-    fn serialize_f32(self, value: f32) -> Result<(), Stop> {
-        self.set(serde_json::to_value(value)?)
-    }
-    fn serialize_f64(self, value: f64) -> Result<(), Stop> {
-        self.set(Number::from_f64(value).map_or(Value::Null, Value::Number))
+    // Numbers and booleans are written as serde_json writes them (floats that are not finite
+    // become null); making them allocates nothing.
+    scalars! {
+        serialize_bool(bool);
+        serialize_i8(i8);
+        serialize_i16(i16);
+        serialize_i32(i32);
+        serialize_i64(i64);
+        serialize_i128(i128);
+        serialize_u8(u8);
+        serialize_u16(u16);
+        serialize_u32(u32);
+        serialize_u64(u64);
+        serialize_u128(u128);
+        serialize_f32(f32);
+        serialize_f64(f64);
     }
     fn serialize_char(self, value: char) -> Result<(), Stop> {
         self.serialize_str(value.encode_utf8(&mut [0; 4]))
