@@ -12,13 +12,17 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{StoreConfig, WatchEvent};
+use super::{StoreConfig, StoredObject, WatchEvent};
 
-/// The memory a change takes, estimated from its object's size as JSON: the tree and, once
-/// sent, the JSON; and 4 KiB for the event and the tree's maps, which small objects are mostly
-/// made of (a 400-byte ConfigMap's change takes about 5 KiB).
-pub(super) fn footprint(json: usize) -> usize {
-    json.saturating_mul(2).saturating_add(4096)
+/// The memory a change takes: its object's and its previous object's (either may be held by
+/// this change alone, once the object changes again and the change that made the previous one
+/// is let go), and the event's own.
+pub(super) fn footprint(object: &StoredObject, previous: Option<&StoredObject>) -> usize {
+    const EVENT: usize = 256;
+    object
+        .footprint()
+        .saturating_add(previous.map_or(0, StoredObject::footprint))
+        .saturating_add(EVENT)
 }
 
 /// One kept change.

@@ -19,6 +19,7 @@ mod data_dir;
 pub(crate) mod durability;
 mod error;
 mod event;
+mod footprint;
 mod gc;
 mod group_commit;
 mod history;
@@ -90,8 +91,8 @@ pub struct StoreConfig {
     /// watcher that falls that far behind under a fast writer can still resume.
     pub history_age: std::time::Duration,
     /// The most memory the kept changes may take, the oldest let go first. A change is counted
-    /// as twice its object's JSON (its tree, and its JSON once sent) plus 4 KiB (the event, and
-    /// the tree's maps, which weigh most in small objects).
+    /// as its object's and its previous object's [`StoredObject::footprint`] (a tree weighs
+    /// about fifteen times its JSON) and the event's few hundred bytes.
     pub history_bytes: usize,
     /// How many changes a watcher may fall behind before its watch is closed.
     pub watch_buffer: usize,
@@ -1032,8 +1033,8 @@ impl Store {
             self.gc_needed
                 .store(true, std::sync::atomic::Ordering::Release);
         }
-        // The JSON a reader would ask for, made once here: its length sizes the change.
-        let size = history::footprint(object.json().len());
+        // The JSON is not made here, under the lock: the first reader makes it.
+        let size = history::footprint(&object, previous.as_deref());
         let event = Arc::new(
             WatchEvent::new(
                 event_type,

@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::footprint::estimate;
+
 /// A stored object. Reads go to the tree through `Deref` (`object["metadata"]`); every reader
 /// that needs the serialized form shares one serialization through [`json`](Self::json). There
 /// is no mutable access: a change makes a new `StoredObject`, so the bytes can never go stale.
@@ -26,6 +28,7 @@ use serde_json::Value;
 pub struct StoredObject {
     value: Value,
     json: OnceLock<Bytes>,
+    footprint: OnceLock<usize>,
 }
 
 impl StoredObject {
@@ -34,7 +37,32 @@ impl StoredObject {
         Self {
             value,
             json: OnceLock::new(),
+            footprint: OnceLock::new(),
         }
+    }
+
+    /// The memory the object takes, in bytes, estimated from its tree's shape: the tree's heap
+    /// blocks, its JSON (made or not yet), and the object itself. Worked out once, in one walk
+    /// of the tree.
+    ///
+    /// ```
+    /// use ctrlkit_apiserver::storage::StoredObject;
+    ///
+    /// let small = StoredObject::new(serde_json::json!({"metadata": {"name": "a"}}));
+    /// let data = serde_json::json!({"metadata": {"name": "b"}, "data": {"blob": "x".repeat(1000)}});
+    /// let large = StoredObject::new(data);
+    /// // A map is a B-tree leaf of several hundred bytes, however few its entries.
+    /// assert!(small.footprint() > 1_000);
+    /// assert!(large.footprint() > small.footprint() + 2_000);
+    /// ```
+    pub fn footprint(&self) -> usize {
+        *self.footprint.get_or_init(|| {
+            let estimate = estimate(&self.value);
+            estimate
+                .tree
+                .saturating_add(estimate.json)
+                .saturating_add(size_of::<Self>())
+        })
     }
 
     /// The object as a JSON tree.

@@ -584,11 +584,11 @@ async fn history_keeps_recent_changes_past_its_count_and_never_more_than_its_byt
         store.watch(&configmaps, None, WatchStart::After(start + 1)),
         Err(StoreError::Expired { .. })
     ));
-    // Large changes (about 20 KB each, counted as twice their JSON and 4 KiB): however recent,
-    // no more than 60,000 bytes of them are kept.
+    // Large changes (about 24 KB each: the blob's heap block and its JSON): however recent, no
+    // more than 60,000 bytes of them are kept.
     for name in ["e", "f", "g"] {
         store
-            .create(&configmaps, "default", sized(name, 8_000))
+            .create(&configmaps, "default", sized(name, 12_000))
             .unwrap();
     }
     let usage = store.history_usage();
@@ -615,8 +615,8 @@ async fn a_watcher_that_falls_more_bytes_behind_than_its_buffer_is_cut_and_holds
         let event = reading.next().await.unwrap().unwrap();
         first.get_or_insert(event);
     }
-    // The third change (about 10 KB each, counted as twice their JSON and 4 KiB) would have
-    // put over 30,000 bytes in the stalled watcher's buffer.
+    // The third change (about 9 KB each: the blob's heap block, its JSON, the tree's maps)
+    // would have put over 25,000 bytes in the stalled watcher's buffer.
     assert_eq!(stalled.next().await.unwrap_err(), WatchError::Lagged(3));
     // What it had not read is let go: the first event is held by the history and the reader.
     let first = first.unwrap();
