@@ -583,7 +583,7 @@ fn apply(objects: &mut HashMap<ResourceKey, Objects>, record: wal::Record) -> Ar
         EventType::Added | EventType::Modified => stored.insert(key, Arc::clone(&object)),
     };
     let previous = previous.filter(|_| record.event_type != EventType::Added);
-    let size = super::history::footprint(&object, previous.as_deref());
+    let size = super::history::footprint(&object);
     Arc::new(
         WatchEvent::new(
             record.event_type,

@@ -14,15 +14,14 @@ use tokio::time::Instant;
 
 use super::{StoreConfig, StoredObject, WatchEvent};
 
-/// The memory a change takes: its object's and its previous object's (either may be held by
-/// this change alone, once the object changes again and the change that made the previous one
-/// is let go), and the event's own.
-pub(super) fn footprint(object: &StoredObject, previous: Option<&StoredObject>) -> usize {
+/// The memory a change takes: its object's, and the event's own. The object it replaced is not
+/// counted again: it is the object of the change before it, counted there while that change is
+/// kept; once that change is let go, this change's own object is mostly still in the store,
+/// counted here though the history does not add it. So a history of changes to many objects
+/// and one of many changes to few both take about what they count.
+pub(super) fn footprint(object: &StoredObject) -> usize {
     const EVENT: usize = 256;
-    object
-        .footprint()
-        .saturating_add(previous.map_or(0, StoredObject::footprint))
-        .saturating_add(EVENT)
+    object.footprint().saturating_add(EVENT)
 }
 
 /// One kept change.

@@ -91,8 +91,8 @@ pub struct StoreConfig {
     /// watcher that falls that far behind under a fast writer can still resume.
     pub history_age: std::time::Duration,
     /// The most memory the kept changes may take, the oldest let go first. A change is counted
-    /// as its object's and its previous object's [`StoredObject::footprint`] (a tree weighs
-    /// about fifteen times its JSON) and the event's few hundred bytes.
+    /// as its object's [`StoredObject::footprint`] (a tree weighs ten to fifteen times its
+    /// JSON) and the event's few hundred bytes.
     pub history_bytes: usize,
     /// How many changes a watcher may fall behind before its watch is closed.
     pub watch_buffer: usize,
@@ -1034,7 +1034,7 @@ impl Store {
                 .store(true, std::sync::atomic::Ordering::Release);
         }
         // The JSON is not made here, under the lock: the first reader makes it.
-        let size = history::footprint(&object, previous.as_deref());
+        let size = history::footprint(&object);
         let event = Arc::new(
             WatchEvent::new(
                 event_type,
