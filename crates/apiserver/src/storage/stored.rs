@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::footprint::estimate;
+use super::footprint::{Footprint, estimate};
 
 /// A stored object. Reads go to the tree through `Deref` (`object["metadata"]`); every reader
 /// that needs the serialized form shares one serialization through [`json`](Self::json). There
@@ -28,7 +28,7 @@ use super::footprint::estimate;
 pub struct StoredObject {
     value: Value,
     json: OnceLock<Bytes>,
-    footprint: OnceLock<usize>,
+    estimate: OnceLock<Footprint>,
 }
 
 impl StoredObject {
@@ -37,7 +37,7 @@ impl StoredObject {
         Self {
             value,
             json: OnceLock::new(),
-            footprint: OnceLock::new(),
+            estimate: OnceLock::new(),
         }
     }
 
@@ -56,13 +56,16 @@ impl StoredObject {
     /// assert!(large.footprint() > small.footprint() + 2_000);
     /// ```
     pub fn footprint(&self) -> usize {
-        *self.footprint.get_or_init(|| {
-            let estimate = estimate(&self.value);
-            estimate
-                .tree
-                .saturating_add(estimate.json)
-                .saturating_add(size_of::<Self>())
-        })
+        let estimate = self.estimate();
+        estimate
+            .tree
+            .saturating_add(estimate.json)
+            .saturating_add(size_of::<Self>())
+    }
+
+    /// The tree's estimated memory and JSON length, worked out on first use.
+    fn estimate(&self) -> Footprint {
+        *self.estimate.get_or_init(|| estimate(&self.value))
     }
 
     /// The object as a JSON tree.
@@ -86,20 +89,22 @@ impl StoredObject {
     /// other fields.
     pub fn json(&self) -> Bytes {
         self.json
-            .get_or_init(|| Bytes::from(kube_order_json(&self.value)))
+            .get_or_init(|| {
+                // Room for the estimated length and a few escapes: one allocation, where a
+                // buffer doubling from small sizes would be reallocated and copied some seven
+                // times for a Pod, and keep up to twice the room it needs.
+                let length = self.estimate().json;
+                let mut out =
+                    Vec::with_capacity(length.saturating_add(length / 32).saturating_add(32));
+                write_kube_order(&self.value, &mut out);
+                Bytes::from(out)
+            })
             .clone()
     }
 }
 
 /// The fields an object of kube-apiserver begins with, in its order.
 const LEADING: [&str; 3] = ["kind", "apiVersion", "metadata"];
-
-/// `value` as compact JSON, an object's leading fields in kube-apiserver's order.
-fn kube_order_json(value: &Value) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    write_kube_order(value, &mut out);
-    out
-}
 
 /// Appends `value` as compact JSON to `out`, an object's leading fields in kube-apiserver's
 /// order.
