@@ -92,10 +92,10 @@ impl StoredObject {
             .get_or_init(|| {
                 // Room for the estimated length and a few escapes: one allocation, where a
                 // buffer doubling from small sizes would be reallocated and copied some seven
-                // times for a Pod, and keep up to twice the room it needs.
-                let length = self.estimate().json;
-                let mut out =
-                    Vec::with_capacity(length.saturating_add(length / 32).saturating_add(32));
+                // times for a Pod, and keep up to twice the room it needs. No more room up
+                // front than a stored object may take; a larger tree grows its buffer.
+                let length = self.estimate().json.min(super::MAX_OBJECT_BYTES);
+                let mut out = Vec::with_capacity(length + length / 32 + 32);
                 write_kube_order(&self.value, &mut out);
                 Bytes::from(out)
             })
