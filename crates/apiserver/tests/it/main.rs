@@ -13,6 +13,7 @@ mod conversion_webhook;
 mod custom_resources;
 mod data_dir;
 mod faults;
+mod footprint;
 mod in_process;
 mod kube_client;
 mod kubectl;
