@@ -23,7 +23,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::data_dir::DataDir;
 use super::watch::Bounds;
-use super::{State, StoreConfig, roll_back};
+use super::{State, StoreConfig, WatchEvent, roll_back};
 
 /// What the group-commit thread shares with its store.
 pub(super) struct Syncer {
@@ -37,6 +37,7 @@ impl Syncer {
     /// Syncs what is logged until the store closes and nothing is pending.
     pub(super) fn run(self) {
         let mut snapshot: Option<JoinHandle<()>> = None;
+        let mut let_go = Vec::new();
         let mut state = self.state.lock();
         loop {
             let Some(through) = newest_pending(&state) else {
@@ -53,7 +54,7 @@ impl Syncer {
             let length = job.length;
             match MutexGuard::unlocked(&mut state, || job.run()) {
                 Ok(()) => {
-                    self.made_durable(&mut state, through, length);
+                    self.made_durable(&mut state, through, length, &mut let_go);
                     if state.data.as_ref().is_some_and(DataDir::snapshot_due) {
                         // One snapshot at a time: the last, begun an interval ago, is
                         // normally done by now. Its writers are told after the rotation,
@@ -61,9 +62,13 @@ impl Syncer {
                         if let Some(last) = snapshot.take() {
                             let _ = MutexGuard::unlocked(&mut state, || last.join());
                         }
-                        snapshot = self.rotate(&mut state);
+                        snapshot = self.rotate(&mut state, &mut let_go);
                     }
                     tell_writers(&mut state, through);
+                    if !let_go.is_empty() {
+                        let let_go = std::mem::take(&mut let_go);
+                        MutexGuard::unlocked(&mut state, || drop(let_go));
+                    }
                 }
                 Err(error) => take_back(&mut state, &error),
             }
@@ -76,16 +81,27 @@ impl Syncer {
 
     /// Records that a sync made the log durable up to `length`, which ends with the change
     /// `through`, and publishes the changes it made durable.
-    fn made_durable(&self, state: &mut State, through: u64, length: u64) {
+    /// The changes the history lets go are added to `let_go`, to be dropped unlocked.
+    fn made_durable(
+        &self,
+        state: &mut State,
+        through: u64,
+        length: u64,
+        let_go: &mut Vec<Arc<WatchEvent>>,
+    ) {
         if let Some(data) = state.data.as_mut() {
             data.synced(length);
         }
-        publish_through(state, through, &self.config);
+        let_go.extend(publish_through(state, through, &self.config));
     }
 
     /// Starts a new log segment after the newest change, once it is durable, and a thread that
     /// writes the snapshot of the state there.
-    fn rotate(&self, state: &mut State) -> Option<JoinHandle<()>> {
+    fn rotate(
+        &self,
+        state: &mut State,
+        let_go: &mut Vec<Arc<WatchEvent>>,
+    ) -> Option<JoinHandle<()>> {
         if let Some(through) = newest_pending(state) {
             let job = state.data.as_mut()?.sync_job();
             let length = job.length;
@@ -93,7 +109,7 @@ impl Syncer {
                 take_back(state, &error);
                 return None;
             }
-            self.made_durable(state, through, length);
+            self.made_durable(state, through, length, let_go);
             tell_writers(state, through);
         }
         let next = state.issued + 1;
@@ -133,7 +149,15 @@ fn newest_pending(state: &State) -> Option<u64> {
 /// Makes every pending change up to `through` visible: sent to watchers, seen by readers;
 /// history beyond its limit is let go (never a pending change, which readers still need to see
 /// past). Its writers are told by [`tell_writers`].
-pub(super) fn publish_through(state: &mut State, through: u64, config: &StoreConfig) {
+///
+/// Returns the changes the history let go, for the caller to drop once it has released the
+/// lock (see [`History::trim`](super::history::History::trim)).
+#[must_use = "the changes let go are to be dropped after the lock is released"]
+pub(super) fn publish_through(
+    state: &mut State,
+    through: u64,
+    config: &StoreConfig,
+) -> Vec<Arc<WatchEvent>> {
     let bounds = Bounds {
         events: config.watch_buffer.max(1),
         bytes: config.watch_buffer_bytes,
@@ -151,9 +175,11 @@ pub(super) fn publish_through(state: &mut State, through: u64, config: &StoreCon
     // After the watchers' buffers are filled: a watcher that reads this finds every event up
     // to it in its buffer (see `Watch::progress`).
     state.published.store(state.visible, Ordering::Release);
-    if let Some(dropped) = state.history.trim(config, state.visible) {
+    let mut let_go = Vec::new();
+    if let Some(dropped) = state.history.trim(config, state.visible, &mut let_go) {
         state.compacted = dropped;
     }
+    let_go
 }
 
 /// Tells the writers waiting for changes up to `through` that they are durable.

@@ -103,9 +103,16 @@ impl History {
         }
     }
 
-    /// Lets go of the oldest changes `config` does not keep, none newer than `visible`; returns
-    /// the resourceVersion of the newest let go.
-    pub(super) fn trim(&mut self, config: &StoreConfig, visible: u64) -> Option<u64> {
+    /// Lets go of the oldest changes `config` does not keep, none newer than `visible`, into
+    /// `let_go`; returns the resourceVersion of the newest let go. The caller drops `let_go`
+    /// once it has released the store's lock: the last change holding a replaced object frees
+    /// its whole tree, a thousand blocks for a Pod, which no other writer should wait for.
+    pub(super) fn trim(
+        &mut self,
+        config: &StoreConfig,
+        visible: u64,
+        let_go: &mut Vec<Arc<WatchEvent>>,
+    ) -> Option<u64> {
         let newest_at = self.entries.back()?.at;
         let mut dropped = None;
         while let Some(oldest) = self.entries.front() {
@@ -117,26 +124,33 @@ impl History {
             if !too_many && self.bytes <= config.history_bytes {
                 break;
             }
-            dropped = self.drop_oldest();
+            dropped = self.drop_oldest(let_go);
         }
         dropped
     }
 
-    /// Lets go of every change up to `resource_version`; returns the newest let go.
-    pub(super) fn drop_through(&mut self, resource_version: u64) -> Option<u64> {
+    /// Lets go of every change up to `resource_version` into `let_go`, as
+    /// [`trim`](Self::trim); returns the newest let go.
+    pub(super) fn drop_through(
+        &mut self,
+        resource_version: u64,
+        let_go: &mut Vec<Arc<WatchEvent>>,
+    ) -> Option<u64> {
         let mut dropped = None;
         while self
             .oldest()
             .is_some_and(|oldest| oldest <= resource_version)
         {
-            dropped = self.drop_oldest();
+            dropped = self.drop_oldest(let_go);
         }
         dropped
     }
 
-    fn drop_oldest(&mut self) -> Option<u64> {
+    fn drop_oldest(&mut self, let_go: &mut Vec<Arc<WatchEvent>>) -> Option<u64> {
         let oldest = self.entries.pop_front()?;
         self.bytes = self.bytes.saturating_sub(oldest.bytes);
-        Some(oldest.event.resource_version)
+        let version = oldest.event.resource_version;
+        let_go.push(oldest.event);
+        Some(version)
     }
 }

@@ -1077,7 +1077,9 @@ impl Store {
         };
         let Some(data) = state.data.as_mut() else {
             state.pending.extend(changes);
-            group_commit::publish_through(&mut state, last, &self.config);
+            let let_go = group_commit::publish_through(&mut state, last, &self.config);
+            drop(state);
+            drop(let_go);
             return Ok(());
         };
         if let Err(error) = data.append(&changes) {
@@ -1301,8 +1303,11 @@ impl Store {
     pub fn compact(&self, resource_version: u64) {
         let mut state = self.state.lock();
         let up_to = resource_version.min(state.visible);
-        state.history.drop_through(up_to);
+        let mut let_go = Vec::new();
+        state.history.drop_through(up_to, &mut let_go);
         state.compacted = state.compacted.max(up_to);
+        drop(state);
+        drop(let_go);
     }
 }
 
