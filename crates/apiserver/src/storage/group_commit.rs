@@ -80,8 +80,8 @@ impl Syncer {
     }
 
     /// Records that a sync made the log durable up to `length`, which ends with the change
-    /// `through`, and publishes the changes it made durable.
-    /// The changes the history lets go are added to `let_go`, to be dropped unlocked.
+    /// `through`, and publishes the changes it made durable. The changes the history lets go
+    /// are added to `let_go`, to be dropped once the lock is released.
     fn made_durable(
         &self,
         state: &mut State,
