@@ -3,7 +3,7 @@
 use std::hash::{BuildHasher, Hash};
 
 use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
+use hashbrown::hash_table::Entry as TableEntry;
 use parking_lot::Mutex;
 
 use crate::sync::HashState;
@@ -15,8 +15,26 @@ use crate::sync::HashState;
 /// `entry(item.clone())` would clone an item it already holds.)
 #[derive(Debug)]
 pub(crate) struct FailureCounts<T> {
-    counts: Mutex<HashTable<(T, u32)>>,
+    counts: Mutex<HashTable<Entry<T>>>,
     hasher: HashState,
+}
+
+/// An item's count, with the item's hash: growing the table moves entries by their kept
+/// hashes and never reads the items again. (An item may live elsewhere, as an `Arc<str>`'s
+/// text does: hashing it again would fetch it.) The hash fits where the entry has padding
+/// for the items the queues usually hold (pointers, `Arc`s, strings).
+#[derive(Debug)]
+struct Entry<T> {
+    item: T,
+    hash: u32,
+    count: u32,
+}
+
+/// The table's 64-bit hash of a kept 32-bit one: hashbrown takes a probe position from the
+/// low bits and a tag from the top 7, so both halves carry the item's hash.
+#[inline]
+fn wide(hash: u32) -> u64 {
+    (u64::from(hash) << 32) | u64::from(hash)
 }
 
 impl<T: Clone + Eq + Hash> FailureCounts<T> {
@@ -30,22 +48,26 @@ impl<T: Clone + Eq + Hash> FailureCounts<T> {
     /// Counts one more failure of `item`; returns the count before it (0 for a first failure).
     /// The count stops at `u32::MAX`.
     pub(crate) fn record(&self, item: &T) -> u32 {
-        let hash = self.hasher.hash_one(item);
+        let hash = self.hash(item);
         let mut counts = self.counts.lock();
         let entry = counts.entry(
-            hash,
-            |(held, _)| held == item,
-            |(held, _)| self.hasher.hash_one(held),
+            wide(hash),
+            |held| held.hash == hash && held.item == *item,
+            |held| wide(held.hash),
         );
         match entry {
-            Entry::Occupied(mut occupied) => {
-                let count = &mut occupied.get_mut().1;
+            TableEntry::Occupied(mut occupied) => {
+                let count = &mut occupied.get_mut().count;
                 let before = *count;
                 *count = count.saturating_add(1);
                 before
             }
-            Entry::Vacant(vacant) => {
-                vacant.insert((item.clone(), 1));
+            TableEntry::Vacant(vacant) => {
+                vacant.insert(Entry {
+                    item: item.clone(),
+                    hash,
+                    count: 1,
+                });
                 0
             }
         }
@@ -53,20 +75,28 @@ impl<T: Clone + Eq + Hash> FailureCounts<T> {
 
     /// Drops the count of `item`.
     pub(crate) fn forget(&self, item: &T) {
-        let hash = self.hasher.hash_one(item);
+        let hash = self.hash(item);
         let mut counts = self.counts.lock();
-        if let Ok(occupied) = counts.find_entry(hash, |(held, _)| held == item) {
+        if let Ok(occupied) =
+            counts.find_entry(wide(hash), |held| held.hash == hash && held.item == *item)
+        {
             occupied.remove();
         }
     }
 
     /// The count of `item`.
     pub(crate) fn count(&self, item: &T) -> u32 {
-        let hash = self.hasher.hash_one(item);
+        let hash = self.hash(item);
         self.counts
             .lock()
-            .find(hash, |(held, _)| held == item)
-            .map_or(0, |(_, count)| *count)
+            .find(wide(hash), |held| held.hash == hash && held.item == *item)
+            .map_or(0, |held| held.count)
+    }
+
+    /// The 32 bits of `item`'s hash that its entry keeps.
+    fn hash(&self, item: &T) -> u32 {
+        // Truncating keeps the low half, which is as well mixed as the whole.
+        self.hasher.hash_one(item) as u32
     }
 }
 
@@ -102,5 +132,32 @@ mod tests {
         }
         assert_eq!(counts.count(&2), 0);
         assert_eq!(counts.count(&3), 3);
+    }
+
+    /// An item whose every value hashes alike: entries are told apart by the items themselves.
+    #[derive(Clone, PartialEq, Eq)]
+    struct SameHash(u32);
+
+    impl Hash for SameHash {
+        fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+            state.write_u8(0);
+        }
+    }
+
+    #[test]
+    fn items_with_the_same_hash_keep_their_own_counts() {
+        let counts = FailureCounts::new();
+        for item in 0..100 {
+            for _ in 0..=item % 3 {
+                counts.record(&SameHash(item));
+            }
+        }
+        for item in (0..100).step_by(2) {
+            counts.forget(&SameHash(item));
+        }
+        for item in 0..100 {
+            let expected = if item % 2 == 0 { 0 } else { item % 3 + 1 };
+            assert_eq!(counts.count(&SameHash(item)), expected, "item {item}");
+        }
     }
 }
