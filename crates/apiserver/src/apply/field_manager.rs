@@ -27,7 +27,7 @@ use super::path::PathElement;
 use super::reset_fields::reset_fields;
 use super::schema::Type;
 use super::set::Set;
-use super::typed::TypeError;
+use super::typed::{self, TypeError};
 use super::updater::{self, Owned, Scope, UpdateError};
 use super::validate::checked_field_set;
 use crate::resource::ResourceKind;
@@ -235,11 +235,11 @@ impl FieldManager {
 
     /// Applies `config` as `manager` to `live` (`None`: the object does not exist yet) and
     /// returns the object with its managed fields. The caller defaults and validates it as
-    /// any write.
+    /// any write. The configuration becomes the object: what it holds is not copied.
     pub fn apply(
         &self,
         live: Option<&Value>,
-        config: &Value,
+        config: Value,
         manager: &str,
         force: bool,
     ) -> Result<AppliedObject, ApplyError> {
@@ -262,24 +262,24 @@ impl FieldManager {
                 "invalid object type: {group}/{version}, Kind={kind}"
             )));
         }
-        let kubectl = manager == last_applied::KUBECTL;
-        // Only kubectl's apply may run twice (see `last_applied`): only it needs a copy.
-        let retry = kubectl.then(|| managed.clone());
+        // Only kubectl's apply may run twice, and it reads its configuration again afterwards
+        // (see `last_applied`): only it needs copies.
+        let kubectl = (manager == last_applied::KUBECTL).then(|| (config.clone(), managed.clone()));
         let (mut applied, managed) = match self.apply_tracked(live, config, managed, manager, force)
         {
-            Err(ApplyError::Conflicts(conflicts)) if kubectl => {
+            Err(ApplyError::Conflicts(conflicts)) if kubectl.is_some() => {
                 let allowed = last_applied::allowed_conflicts(live, &self.ty, &self.api_version());
                 let refused = last_applied::refused(&conflicts, allowed.as_ref());
-                match retry {
-                    Some(managed) if refused.is_empty() => {
-                        self.apply_tracked(live, config, managed, manager, true)?
+                match &kubectl {
+                    Some((config, managed)) if refused.is_empty() => {
+                        self.apply_tracked(live, config.clone(), managed.clone(), manager, true)?
                     }
                     _ => return Err(ApplyError::Conflicts(refused)),
                 }
             }
             other => other?,
         };
-        if kubectl {
+        if let Some((config, _)) = &kubectl {
             last_applied::follow(&mut applied.object, config);
         }
         set_managed_fields(&mut applied.object, managed.encode());
@@ -291,17 +291,19 @@ impl FieldManager {
     fn apply_tracked(
         &self,
         live: &Value,
-        config: &Value,
+        config: Value,
         mut managed: ManagedFields,
         manager: &str,
         force: bool,
     ) -> Result<(AppliedObject, ManagedFields), ApplyError> {
-        // A copy of the live object without its managed fields (which the apply writes anew):
-        // the configuration is merged into it in place.
-        let object = without_managed_fields(live);
         if managed.is_empty() {
             managed = self
-                .record_update(&json!({}), &object, managed, BEFORE_FIRST_APPLY)
+                .record_update(
+                    &json!({}),
+                    &typed::without(live, updater::MANAGED_FIELDS),
+                    managed,
+                    BEFORE_FIRST_APPLY,
+                )
                 .map_err(|error| {
                     ApplyError::Failed(format!(
                         "failed to create manager for existing fields: {error}"
@@ -317,15 +319,15 @@ impl FieldManager {
                 "metadata.managedFields must be nil".into(),
             ));
         }
-        let config_fields = checked_field_set(config, &self.ty).map_err(|error| {
+        let config_fields = checked_field_set(&config, &self.ty).map_err(|error| {
             ApplyError::Failed(format!(
                 "failed to create typed patch object ({}): {error}",
-                describe(config)
+                describe(&config)
             ))
         })?;
         let api_version = self.api_version();
         let applied = updater::apply(
-            object,
+            live,
             config,
             config_fields,
             self.scope(&api_version),
@@ -454,28 +456,6 @@ fn cap_update_managers(managed: &mut ManagedFields) {
             None => managed.times.remove(&bucket),
         };
     }
-}
-
-/// A copy of `object` without `metadata.managedFields` (which is not copied at all).
-fn without_managed_fields(object: &Value) -> Value {
-    let Value::Object(fields) = object else {
-        return object.clone();
-    };
-    let copy = fields
-        .iter()
-        .map(|(name, value)| match (name.as_str(), value) {
-            ("metadata", Value::Object(metadata)) => {
-                let metadata = metadata
-                    .iter()
-                    .filter(|(name, _)| name.as_str() != "managedFields")
-                    .map(|(name, value)| (name.clone(), value.clone()))
-                    .collect();
-                (name.clone(), Value::Object(metadata))
-            }
-            _ => (name.clone(), value.clone()),
-        })
-        .collect();
-    Value::Object(copy)
 }
 
 /// Sets (or, with `None`, removes) `metadata.managedFields`.

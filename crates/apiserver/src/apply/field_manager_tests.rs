@@ -144,7 +144,7 @@ fn the_first_apply_to_an_untracked_object_records_before_first_apply() {
     let config = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web"}, "spec": {"replicas": 2}});
     let error = manager("apps", "deployments", "")
-        .apply(Some(&live), &config, "applier", false)
+        .apply(Some(&live), config.clone(), "applier", false)
         .unwrap_err();
     let ApplyError::Conflicts(conflicts) = error else {
         panic!("{error:?}");
@@ -162,7 +162,7 @@ fn the_first_apply_to_an_untracked_object_records_before_first_apply() {
         )]
     );
     let forced = manager("apps", "deployments", "")
-        .apply(Some(&live), &config, "applier", true)
+        .apply(Some(&live), config.clone(), "applier", true)
         .unwrap()
         .object;
     assert_eq!(forced["spec"]["replicas"], 2);
@@ -182,7 +182,7 @@ fn applies_conflict_with_updaters_merge_and_a_repeat_changes_nothing() {
         "metadata": {"name": "web", "labels": {"team": "a"}},
         "spec": {"replicas": 1}});
     let first = manager("apps", "deployments", "")
-        .apply(Some(&live), &config, "applier", false)
+        .apply(Some(&live), config.clone(), "applier", false)
         .unwrap();
     assert!(first.changed);
     let applied = first.object;
@@ -195,7 +195,7 @@ fn applies_conflict_with_updaters_merge_and_a_repeat_changes_nothing() {
         json!({"f:metadata": {"f:labels": {"f:team": {}}}, "f:spec": {"f:replicas": {}}})
     );
     let again = manager("apps", "deployments", "")
-        .apply(Some(&applied), &config, "applier", false)
+        .apply(Some(&applied), config.clone(), "applier", false)
         .unwrap();
     assert!(!again.changed);
     assert_eq!(again.object, applied);
@@ -203,7 +203,7 @@ fn applies_conflict_with_updaters_merge_and_a_repeat_changes_nothing() {
     let other = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web"}, "spec": {"replicas": 5, "paused": true}});
     let ApplyError::Conflicts(conflicts) = manager("apps", "deployments", "")
-        .apply(Some(&applied), &other, "other", false)
+        .apply(Some(&applied), other.clone(), "other", false)
         .unwrap_err()
     else {
         panic!("expected conflicts");
@@ -219,7 +219,10 @@ fn applies_conflict_with_updaters_merge_and_a_repeat_changes_nothing() {
 fn apply_checks_the_kind_the_managed_fields_and_the_schema() {
     let live = created("creator");
     let fm = manager("apps", "deployments", "");
-    let bad = |config: Value| fm.apply(Some(&live), &config, "a", false).unwrap_err();
+    let bad = |config: Value| {
+        fm.apply(Some(&live), config.clone(), "a", false)
+            .unwrap_err()
+    };
     assert_eq!(
         bad(json!({"apiVersion": "v1", "kind": "Deployment", "metadata": {"name": "web"}})),
         ApplyError::BadRequest("invalid object type: /v1, Kind=Deployment".into())
@@ -244,7 +247,7 @@ fn status_applied_through_the_main_resource_is_owned_by_nobody() {
     let config = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web"}, "status": {"replicas": 7}});
     let applied = manager("apps", "deployments", "")
-        .apply(Some(&live), &config, "applier", false)
+        .apply(Some(&live), config.clone(), "applier", false)
         .unwrap()
         .object;
     assert!(owned_by(&applied, "applier").is_null());
@@ -260,7 +263,7 @@ fn many_updaters_are_folded_into_ancient_changes() {
     let config = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "c"}, "data": {"applied": "yes"}});
     object = fm
-        .apply(Some(&object), &config, "applier", false)
+        .apply(Some(&object), config.clone(), "applier", false)
         .unwrap()
         .object;
     for i in 0..20 {
@@ -294,7 +297,7 @@ fn kubectl_takes_fields_its_client_side_apply_set_and_keeps_the_annotation() {
     let config = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "c"}, "data": {"k": "2"}});
     let applied = fm
-        .apply(Some(&live), &config, "kubectl", false)
+        .apply(Some(&live), config.clone(), "kubectl", false)
         .unwrap()
         .object;
     assert_eq!(applied["data"]["k"], "2");
@@ -302,6 +305,6 @@ fn kubectl_takes_fields_its_client_side_apply_set_and_keeps_the_annotation() {
         applied["metadata"]["annotations"][ANNOTATION],
         format!("{config}\n")
     );
-    let refused = fm.apply(Some(&live), &config, "someone-else", false);
+    let refused = fm.apply(Some(&live), config.clone(), "someone-else", false);
     assert!(matches!(refused, Err(ApplyError::Conflicts(_))));
 }

@@ -111,8 +111,8 @@ impl Scenario {
     ) -> Result<bool, UpdateError> {
         let fields = super::typed::to_field_set(&config, &self.ty)?;
         let applied = apply(
-            self.object.clone(),
-            &config,
+            &self.object,
+            config,
             fields,
             self.scope(),
             self.managers.clone(),
@@ -467,8 +467,8 @@ proptest::proptest! {
     ) {
         let ty = object_type();
         let expected = super::typed::merge(Some(&live), Some(&config), &ty);
-        let mut merged = live.clone();
-        let changed = super::typed::merge_into(&mut merged, &config, &ty);
+        let mut merged = config.clone();
+        let changed = super::typed::merge_in_place(&mut merged, &live, &ty, &[]);
         match (expected, changed) {
             (Ok(expected), Ok(changed)) => {
                 proptest::prop_assert_eq!(Some(&merged), expected.as_ref());
@@ -481,4 +481,44 @@ proptest::proptest! {
             ),
         }
     }
+
+    #[test]
+    fn merging_in_place_without_a_field_of_live_reads_live_without_it(
+        live in arbitrary_object(),
+        config in arbitrary_object(),
+    ) {
+        let ty = object_type();
+        let left_out = ["spec", "template"];
+        let reduced = super::typed::without(&live, &left_out);
+        let expected = super::typed::merge(Some(&reduced), Some(&config), &ty);
+        let mut merged = config.clone();
+        let changed = super::typed::merge_in_place(&mut merged, &live, &ty, &left_out);
+        match (expected, changed) {
+            (Ok(expected), Ok(changed)) => {
+                proptest::prop_assert_eq!(Some(&merged), expected.as_ref());
+                proptest::prop_assert_eq!(changed, merged != reduced);
+            }
+            (Err(expected), Err(error)) => proptest::prop_assert_eq!(error, expected),
+            (expected, changed) => proptest::prop_assert!(
+                false,
+                "merge gave {expected:?}, merging in place {changed:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_copy_without_a_field_leaves_out_that_field_only() {
+    let object = json!({"spec": {"template": {"image": "a"}, "replicas": 1}, "set": ["x"]});
+    assert_eq!(
+        super::typed::without(&object, &["spec", "template"]),
+        json!({"spec": {"replicas": 1}, "set": ["x"]})
+    );
+    assert_eq!(
+        super::typed::without(&object, &["spec", "missing"]),
+        object,
+        "a path to nothing leaves it all"
+    );
+    assert_eq!(super::typed::without(&object, &["set", "x"]), object);
+    assert_eq!(super::typed::without(&object, &[]), object);
 }

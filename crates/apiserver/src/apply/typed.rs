@@ -301,66 +301,97 @@ fn merge_walk(
     }
 }
 
-/// [`merge`] in place: `config` merged into `live`, copying only what `config` brings, and
-/// whether that changed `live` (a value, or the order of a list's items).
-pub fn merge_into(live: &mut Value, config: &Value, ty: &Type) -> Result<bool, TypeError> {
+/// [`merge`] in place, in `config`: it takes what only `live` holds (copied), and keeps what it
+/// brings itself (not copied), becoming `config` merged into `live`. Returns whether that
+/// differs from `live` (a value, or the order of a list's items).
+///
+/// `left_out` is a path of fields `live` is read without (empty: none), for a field the caller
+/// writes anew (an apply's `metadata.managedFields`): not copying it is the point.
+pub fn merge_in_place(
+    config: &mut Value,
+    live: &Value,
+    ty: &Type,
+    left_out: &[&str],
+) -> Result<bool, TypeError> {
     let node = ty.node(config);
     let same_shape = std::mem::discriminant(&node) == std::mem::discriminant(&ty.node(live));
-    match (node, live.as_object_mut(), config) {
-        (Node::Granular, Some(left), Value::Object(right)) if same_shape => {
+    match (node, config, live) {
+        (Node::Granular, Value::Object(right), Value::Object(left)) if same_shape => {
+            // The field `left_out` names at this level, and the path below it.
+            let (gone, below) = match left_out {
+                [name] => (Some(*name), None),
+                [name, rest @ ..] => (None, Some((*name, rest))),
+                [] => (None, None),
+            };
+            let held = |name: &str| left.get(name).filter(|_| gone != Some(name));
             let mut changed = false;
-            for (name, value) in right {
-                match left.get_mut(name) {
-                    Some(existing) => {
-                        let (child_type, _) = ty.field(name);
-                        changed |= merge_into(existing, value, &child_type)
-                            .map_err(|error| error.under_field(name))?;
-                    }
-                    None => {
-                        left.insert(name.clone(), value.clone());
-                        changed = true;
-                    }
+            for (name, value) in right.iter_mut() {
+                let Some(existing) = held(name) else {
+                    changed = true;
+                    continue;
+                };
+                let (child_type, _) = ty.field(name);
+                let left_out = below
+                    .filter(|(field, _)| field == name)
+                    .map_or(&[][..], |(_, rest)| rest);
+                changed |= merge_in_place(value, existing, &child_type, left_out)
+                    .map_err(|error| error.under_field(name))?;
+            }
+            for (name, value) in left {
+                if gone == Some(name.as_str()) || right.contains_key(name) {
+                    continue;
+                }
+                let copy = match below {
+                    Some((field, rest)) if field == name => without(value, rest),
+                    _ => value.clone(),
+                };
+                right.insert(name.clone(), copy);
+            }
+            Ok(changed)
+        }
+        (Node::Associative(kind), Value::Array(right), Value::Array(left)) if same_shape => {
+            let item_type = ty.item();
+            if !same_keys_in_order(&kind, &item_type, left, right) {
+                let merged = merge_list(left, right, &kind, ty)?;
+                let changed = merged != *left;
+                *right = merged;
+                return Ok(changed);
+            }
+            let mut changed = false;
+            for (config, live) in right.iter_mut().zip(left) {
+                match merge_in_place(config, live, &item_type, &[]) {
+                    Ok(item_changed) => changed |= item_changed,
+                    // The merge keeps an item's keys, so they still name it.
+                    Err(error) => return Err(error.under(&item_step(&kind, &item_type, config)?)),
                 }
             }
-            return Ok(changed);
+            Ok(changed)
         }
-        (Node::Associative(kind), _, Value::Array(right)) if same_shape => {
-            if let Value::Array(left) = live {
-                return merge_list_into(left, right, &kind, ty);
-            }
-        }
-        _ => {}
+        // A leaf, or a value whose shape the configuration changes: `config`'s, whole.
+        (_, config, live) => Ok(*config != *live),
     }
-    // A leaf, or a value whose shape the configuration changes: replaced whole.
-    if *live == *config {
-        return Ok(false);
-    }
-    *live = config.clone();
-    Ok(true)
 }
 
-/// [`merge_list`] in place, and whether it changed `left`.
-fn merge_list_into(
-    left: &mut Vec<Value>,
-    right: &[Value],
-    kind: &ListKind,
-    ty: &Type,
-) -> Result<bool, TypeError> {
-    let item_type = ty.item();
-    if !same_keys_in_order(kind, &item_type, left, right) {
-        let merged = merge_list(left, right, kind, ty)?;
-        let changed = merged != *left;
-        *left = merged;
-        return Ok(changed);
+/// A copy of `value` without the field at `path` (a copy of all of it for an empty path, or
+/// where the path leads nowhere).
+pub fn without(value: &Value, path: &[&str]) -> Value {
+    match (value, path) {
+        (Value::Object(fields), [name, rest @ ..]) => Value::Object(
+            fields
+                .iter()
+                .filter(|(field, _)| !(rest.is_empty() && field.as_str() == *name))
+                .map(|(field, child)| {
+                    let copy = if field.as_str() == *name {
+                        without(child, rest)
+                    } else {
+                        child.clone()
+                    };
+                    (field.clone(), copy)
+                })
+                .collect(),
+        ),
+        _ => value.clone(),
     }
-    let mut changed = false;
-    for (live, config) in left.iter_mut().zip(right) {
-        match merge_into(live, config, &item_type) {
-            Ok(item_changed) => changed |= item_changed,
-            Err(error) => return Err(error.under(&item_step(kind, &item_type, config)?)),
-        }
-    }
-    Ok(changed)
 }
 
 /// Merges two associative lists as structured-merge-diff orders them: items both have come in

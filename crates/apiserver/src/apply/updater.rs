@@ -151,10 +151,14 @@ pub struct Applied {
     pub managers: Managers,
 }
 
-/// Applies `config`, which holds the fields `config_fields`, to `live` as `manager`.
+/// What an apply writes anew, and so reads `live` without: its managed fields.
+pub(super) const MANAGED_FIELDS: &[&str] = &["metadata", "managedFields"];
+
+/// Applies `config`, which holds the fields `config_fields`, to `live` as `manager`. `live`'s
+/// `metadata.managedFields` are not read: `managers` stands for them.
 pub fn apply(
-    live: Value,
-    config: &Value,
+    live: &Value,
+    config: Value,
     config_fields: Set,
     scope: Scope<'_>,
     mut managers: Managers,
@@ -206,12 +210,13 @@ pub fn apply(
             applied: true,
         },
     );
-    // The object is merged in place. It is copied first only where the result must be
-    // compared with it: to find what changes hands between managers, or whether pruning
+    // The configuration becomes the object: what it brings is kept, what only `live` holds is
+    // copied in. `live` without its managed fields is copied whole only where the result must
+    // be compared with it: to find what changes hands between managers, or whether pruning
     // changed it (the merge says itself whether it did).
-    let before = (others || dropping.is_some()).then(|| live.clone());
-    let mut object = live;
-    let mut changed = typed::merge_into(&mut object, config, ty)?;
+    let before = (others || dropping.is_some()).then(|| typed::without(live, MANAGED_FIELDS));
+    let mut object = config;
+    let mut changed = typed::merge_in_place(&mut object, live, ty, MANAGED_FIELDS)?;
     if let Some(last) = &dropping {
         let stated = set.union(&stated_identity);
         object = prune(&object, &managers, &stated, last, ty)?;

@@ -29,25 +29,11 @@ pub(super) async fn apply(
     let kind = encoding.kind;
     // Required by the options' checks.
     let manager = options.field_manager.as_deref().unwrap_or_default();
-    // JSON is YAML; most clients (kubectl, kube-client) send JSON, which its own parser reads
-    // faster.
-    let looks_like_json = body
-        .iter()
-        .find(|byte| !byte.is_ascii_whitespace())
-        .is_some_and(|byte| *byte == b'{');
-    let parsed = if looks_like_json {
-        parse_json(body)
-    } else {
-        parse_yaml(body)
-    }
-    .map_err(|error| ApiError::bad_request(format!("error decoding YAML: {error}")))?;
-    if !parsed.value.is_object() {
-        return Err(ApiError::bad_request(format!(
-            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-            json_kind(&parsed.value)
-        )));
-    }
-    let config = parsed.value;
+    let parsed = read_configuration(body)?;
+    let retry = parsed.value["metadata"]["resourceVersion"].is_null();
+    // The first attempt takes the configuration (it becomes the object); one retried after a
+    // concurrent write reads the body again.
+    let mut config = Some(parsed.value);
     let duplicates = parsed.duplicate_fields;
     let field_manager = FieldManager::new(kind, Type::of_resource(kind), item.subresource);
     let write = Write {
@@ -56,13 +42,17 @@ pub(super) async fn apply(
         manager,
         // Only the resource itself creates; a subresource of a missing object is a 404.
         allow_create: item.subresource.is_empty(),
-        retry: config["metadata"]["resourceVersion"].is_null(),
+        retry,
         apply: true,
     };
     let mut warnings = Vec::new();
     let (stored, created) = guaranteed_update(app, kind, &write, |current| {
+        let config = match config.take() {
+            Some(config) => config,
+            None => read_configuration(body)?.value,
+        };
         let applied = field_manager
-            .apply(current, &config, manager, options.force)
+            .apply(current, config, manager, options.force)
             .map_err(apply_error)?;
         let mut object = applied.object;
         if current.is_none()
@@ -111,6 +101,28 @@ pub(super) async fn apply(
         &warnings,
     )
     .await
+}
+
+/// Reads an apply's configuration: YAML, or JSON (which is YAML), a map.
+fn read_configuration(body: &[u8]) -> Result<ParsedBody, ApiError> {
+    // Most clients (kubectl, kube-client) send JSON, which its own parser reads faster.
+    let looks_like_json = body
+        .iter()
+        .find(|byte| !byte.is_ascii_whitespace())
+        .is_some_and(|byte| *byte == b'{');
+    let parsed = if looks_like_json {
+        parse_json(body)
+    } else {
+        parse_yaml(body)
+    }
+    .map_err(|error| ApiError::bad_request(format!("error decoding YAML: {error}")))?;
+    if !parsed.value.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            json_kind(&parsed.value)
+        )));
+    }
+    Ok(parsed)
 }
 
 /// The answer to a failed apply.
