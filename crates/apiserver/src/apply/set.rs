@@ -108,11 +108,22 @@ impl Set {
 
     /// Adds `step` as a member of this level.
     pub fn insert_member(&mut self, step: PathElement) {
+        self.insert_new_member(step);
+    }
+
+    /// Adds `step` as a member of this level; `false` if it was one already.
+    pub fn insert_new_member(&mut self, step: PathElement) -> bool {
         // Walkers mostly add in order: the end first.
         if self.members.last().is_none_or(|last| *last < step) {
             self.members.push(step);
-        } else if let Err(index) = self.members.binary_search(&step) {
-            self.members.insert(index, step);
+            return true;
+        }
+        match self.members.binary_search(&step) {
+            Ok(_) => false,
+            Err(index) => {
+                self.members.insert(index, step);
+                true
+            }
         }
     }
 

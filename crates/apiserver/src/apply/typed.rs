@@ -6,6 +6,7 @@
 //! the levels above it, and the steps of a path are made only where a set needs them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -71,23 +72,28 @@ pub(super) fn item_step(
                     "associative list with keys may not have non-map elements",
                 ));
             };
-            let mut key: Vec<(super::path::Name, Value)> = keys
-                .iter()
-                .filter_map(|name| {
-                    let value = fields
-                        .get(&**name)
-                        .cloned()
-                        .or_else(|| item_type.key_default(name))?;
-                    Some((name.clone(), value))
-                })
-                .collect();
+            let field = |name: &super::path::Name| {
+                let value = fields
+                    .get(&**name)
+                    .cloned()
+                    .or_else(|| item_type.key_default(name))?;
+                Some((name.clone(), value))
+            };
+            let key: Arc<[_]> = match &**keys {
+                // The usual case, one key field: one allocation.
+                [only] => field(only).map_or_else(|| Arc::new([]) as _, |one| Arc::new([one]) as _),
+                _ => {
+                    let mut key: Vec<_> = keys.iter().filter_map(field).collect();
+                    key.sort_by(|a, b| a.0.cmp(&b.0));
+                    key.into()
+                }
+            };
             if key.is_empty() && !keys.is_empty() {
                 return Err(TypeError::new(format!(
                     "associative list with keys has an element that omits all key fields {keys:?} (and doesn't have default values for any key fields)"
                 )));
             }
-            key.sort_by(|a, b| a.0.cmp(&b.0));
-            Ok(PathElement::Key(key.into()))
+            Ok(PathElement::Key(key))
         }
         _ => match item {
             Value::Object(_) => Err(TypeError::new(

@@ -108,7 +108,6 @@ fn check_and_collect<'a>(
         }
         (Expected::List, Node::Associative(kind), Value::Array(items)) => {
             let item_type = ty.item();
-            let mut seen = BTreeSet::new();
             for (index, item) in items.iter().enumerate() {
                 let step = match item_step(&kind, &item_type, item) {
                     Ok(step) => step,
@@ -117,14 +116,14 @@ fn check_and_collect<'a>(
                         return set;
                     }
                 };
-                // A duplicate is an error, so the set it would make does not matter.
-                if !seen.insert(step.clone()) {
+                // Each item is a member: one that is already is a duplicate. That is an error,
+                // so the set it makes does not matter.
+                if !set.insert_new_member(step.clone()) {
                     report(errors, path, format!("duplicate entries for key {step}"));
                 }
                 path.push(Segment::Item(step.clone()));
                 let inner = check_and_collect(item, &item_type, path, errors);
                 path.pop();
-                set.insert_member(step.clone());
                 set.insert_child(step, inner);
             }
         }
