@@ -219,10 +219,7 @@ fn applies_conflict_with_updaters_merge_and_a_repeat_changes_nothing() {
 fn apply_checks_the_kind_the_managed_fields_and_the_schema() {
     let live = created("creator");
     let fm = manager("apps", "deployments", "");
-    let bad = |config: Value| {
-        fm.apply(Some(&live), config.clone(), "a", false)
-            .unwrap_err()
-    };
+    let bad = |config: Value| fm.apply(Some(&live), config, "a", false).unwrap_err();
     assert_eq!(
         bad(json!({"apiVersion": "v1", "kind": "Deployment", "metadata": {"name": "web"}})),
         ApplyError::BadRequest("invalid object type: /v1, Kind=Deployment".into())
