@@ -5,7 +5,8 @@
 //! - p50/p99 from a create's response to its event reaching each of 100 watchers, at 1,000
 //!   creates per second;
 //! - a list of 100,000 small ConfigMaps, in MB/s;
-//! - Pod writes (create, strategic merge patch, server-side apply);
+//! - Pod writes (create, strategic merge patch, server-side apply), each group of writes on a
+//!   server in a process of its own (`-- --pods`: only these);
 //! - creates per second of a custom resource whose CRD has a 30-field schema and 3 CEL rules,
 //!   beside the same object under a schema that checks nothing, and the cost of that schema's
 //!   decoding and validation per object, measured in process (`-- --custom`: only these).
@@ -431,6 +432,15 @@ fn main() {
     let only_custom = std::env::args().any(|arg| arg == "--custom");
     let only_durable = std::env::args().any(|arg| arg == "--durable");
     let runtime = support::runtime();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(group) = args
+        .iter()
+        .position(|arg| arg == POD_GROUP)
+        .and_then(|at| args.get(at + 1))
+    {
+        runtime.block_on(pod_group(group, quick));
+        return;
+    }
     runtime.block_on(async {
         let creates = if quick { 5_000 } else { 20_000 };
         println!("ctrlkit-apiserver over HTTP/1.1 on loopback (client in the same process)");
@@ -474,39 +484,81 @@ async fn delivery_and_list(quick: bool) {
     );
 }
 
+/// The argument that makes this program a child running one group of Pod writes.
+const POD_GROUP: &str = "--pod-group";
+
+/// The Pod writes, in two groups: creates by POST then strategic merge patches, and creates by
+/// apply, updates by apply, then applies that change nothing. Each group runs on its own server
+/// in a process of its own (this program, run again), as a user's test process holds one
+/// server: run one after the other in one process, whichever group came second was measured far
+/// slower, its allocations made beside the first group's gigabytes of objects.
 async fn pod_figures(quick: bool) {
     let pods = if quick { 2_000 } else { 10_000 };
     println!(
-        "Pods of {} bytes, {pods} of each write, 8 connections:",
+        "Pods of {} bytes, {pods} of each write, 8 connections, each group in a process of its own:",
         pod("pod-0", "app:1").len()
     );
-    let server = start_as_users_do().await;
-    let created = pod_writes(&server, PodWrite::Create, pods, "app:1").await;
-    let merged = pod_writes(&server, PodWrite::StrategicMergePatch, pods, "app:2").await;
-    // The patch changed the image and nothing else: both containers are still there.
-    let (code, body) = Connection::open(server.address())
-        .await
-        .request("GET", "/api/v1/namespaces/default/pods/pod-0", b"")
-        .await;
-    let patched: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(code, 200);
-    assert_eq!(patched["spec"]["containers"][0]["image"], "app:2");
-    assert_eq!(patched["spec"]["containers"][1]["name"], "sidecar");
-    // The first server is shut down only at the end: freeing its objects right before the
-    // applies left the allocator consolidating its heap during them, which slowed whichever
-    // phase came next (a cost of the bench's order, not of the writes measured).
-    let first = server;
-    let server = start_as_users_do().await;
-    let applied_new = pod_writes(&server, PodWrite::Apply, pods, "app:1").await;
-    let applied = pod_writes(&server, PodWrite::Apply, pods, "app:2").await;
-    let unchanged = pod_writes(&server, PodWrite::Apply, pods, "app:2").await;
-    server.shutdown().await;
-    first.shutdown().await;
+    let mut figures = Vec::new();
+    for group in ["post", "apply"] {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child.args([POD_GROUP, group]);
+        if quick {
+            child.arg("--quick");
+        }
+        let output = child.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        figures.extend(
+            String::from_utf8(output.stdout)
+                .unwrap()
+                .lines()
+                .map(|line| line.parse::<f64>().unwrap()),
+        );
+    }
+    let [created, merged, applied_new, applied, unchanged] = figures[..] else {
+        panic!("five figures expected, got {figures:?}");
+    };
     println!("  creates (POST)/s:                   {created:>9.0}");
     println!("  updates by strategic merge patch/s: {merged:>9.0}");
     println!("  creates by apply/s:                 {applied_new:>9.0}");
     println!("  updates by apply/s:                 {applied:>9.0}");
     println!("  applies that change nothing/s:      {unchanged:>9.0}");
+}
+
+/// One group of Pod writes (see [`pod_figures`]) on a server as `ApiServer::start` makes it;
+/// prints each rate on a line of its own.
+async fn pod_group(group: &str, quick: bool) {
+    let pods = if quick { 2_000 } else { 10_000 };
+    let server = start_as_users_do().await;
+    let rates = match group {
+        "post" => {
+            let created = pod_writes(&server, PodWrite::Create, pods, "app:1").await;
+            let merged = pod_writes(&server, PodWrite::StrategicMergePatch, pods, "app:2").await;
+            // The patch changed the image and nothing else: both containers are still there.
+            let (code, body) = Connection::open(server.address())
+                .await
+                .request("GET", "/api/v1/namespaces/default/pods/pod-0", b"")
+                .await;
+            let patched: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(code, 200);
+            assert_eq!(patched["spec"]["containers"][0]["image"], "app:2");
+            assert_eq!(patched["spec"]["containers"][1]["name"], "sidecar");
+            vec![created, merged]
+        }
+        "apply" => vec![
+            pod_writes(&server, PodWrite::Apply, pods, "app:1").await,
+            pod_writes(&server, PodWrite::Apply, pods, "app:2").await,
+            pod_writes(&server, PodWrite::Apply, pods, "app:2").await,
+        ],
+        other => panic!("no group of Pod writes named {other}"),
+    };
+    server.shutdown().await;
+    for rate in rates {
+        println!("{rate}");
+    }
 }
 
 /// The schema of the benchmark's custom resource: 30 fields under `spec` (strings with lengths,
