@@ -279,7 +279,7 @@ impl FieldManager {
             }
             other => other?,
         };
-        if let Some((config, _)) = &kubectl {
+        if let Some((config, _)) = kubectl {
             last_applied::follow(&mut applied.object, config);
         }
         set_managed_fields(&mut applied.object, managed.encode());

@@ -57,21 +57,20 @@ pub fn refused(conflicts: &BTreeMap<String, Set>, allowed: Option<&Set>) -> BTre
 
 /// Rewrites `object`'s annotation (when it has one) to `config` (without the annotation), as
 /// Go's JSON encoder writes it; removes it instead if the annotations would grow too large.
-pub fn follow(object: &mut Value, config: &Value) {
+pub fn follow(object: &mut Value, mut config: Value) {
     let has_annotation = object["metadata"]["annotations"][ANNOTATION]
         .as_str()
         .is_some_and(|text| !text.is_empty());
     if !has_annotation {
         return;
     }
-    let mut applied = config.clone();
-    if let Some(annotations) = applied
+    if let Some(annotations) = config
         .pointer_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
         annotations.remove(ANNOTATION);
     }
-    let text = go_escape_html(&applied.to_string()) + "\n";
+    let text = go_escape_html(&config.to_string()) + "\n";
     let Some(annotations) = object
         .pointer_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
@@ -101,13 +100,13 @@ mod tests {
             "metadata": {"name": "c", "annotations": {ANNOTATION: "old", "a": "<b>"}},
             "data": {"k": "v"}});
         let mut with = json!({"metadata": {"annotations": {ANNOTATION: "{}"}}});
-        follow(&mut with, &config);
+        follow(&mut with, config.clone());
         assert_eq!(
             with["metadata"]["annotations"][ANNOTATION],
             "{\"apiVersion\":\"v1\",\"data\":{\"k\":\"v\"},\"kind\":\"ConfigMap\",\"metadata\":{\"annotations\":{\"a\":\"\\u003cb\\u003e\"},\"name\":\"c\"}}\n"
         );
         let mut without = json!({"metadata": {"name": "c"}});
-        follow(&mut without, &config);
+        follow(&mut without, config);
         assert_eq!(without, json!({"metadata": {"name": "c"}}));
     }
 
