@@ -15,7 +15,8 @@
 //!   directory whose every acknowledged write is fsynced (`-- --durable`: only these).
 //!
 //! Run: `cargo bench -p ctrlkit-apiserver --bench apiserver` (add `-- --quick` for smaller runs).
-//! Client and server share the process (and the machine's two cores), as in a controller's tests.
+//! Client and server share the process (and the machine's two cores), as in a controller's tests,
+//! on the allocator of the `ctrlkit` binary (mimalloc).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -33,6 +34,12 @@ use tokio::net::TcpStream;
 
 mod support;
 use support::{Connection, find};
+
+/// The allocator of the `ctrlkit` binary (see crates/ctrlkit/src/main.rs), so that the figures
+/// are those of `ctrlkit apiserver`. A test binary on the system's malloc gets other figures:
+/// docs/BENCHMARKS.md gives both for the Pod writes.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// A watch connection that records when each object's ADDED event arrives.
 async fn watcher(

@@ -16,6 +16,15 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use ctrlkit_apiserver::{ApiServer, ApiServerConfig, BearerToken, SelfSignedTls};
 
+/// The binary's allocator. Every write to the embedded server builds a new object tree of many
+/// small blocks and lets an old version go, often on another runtime thread than the one that
+/// built it. glibc's malloc answers such a free by locking the arena of the thread that made
+/// the block, and grows a thread's heap a few pages at a time; mimalloc frees across threads
+/// without a lock and keeps each thread's blocks in pages of their own. A library cannot choose
+/// its users' allocator: a test binary that wants the same declares the same two lines.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Kubernetes controller machinery in Rust.
 #[derive(Parser, Debug)]
 #[command(name = "ctrlkit", version)]
