@@ -160,14 +160,12 @@ impl FieldManager {
 
     /// The managed fields an update starts from.
     fn starting_point(&self, live: Option<&Value>, new: &Value) -> ManagedFields {
-        let live_fields = || {
-            ManagedFields::decode(live.and_then(|live| live.pointer("/metadata/managedFields")))
-                .unwrap_or_default()
-        };
+        let live_fields =
+            || ManagedFields::decode(live.and_then(managed_fields_of)).unwrap_or_default();
         if !self.subresource.is_empty() {
             return live_fields();
         }
-        let requested = new.pointer("/metadata/managedFields");
+        let requested = managed_fields_of(new);
         if is_reset(requested) {
             return ManagedFields::default();
         }
@@ -245,10 +243,9 @@ impl FieldManager {
     ) -> Result<AppliedObject, ApplyError> {
         let empty = json!({});
         let live = live.unwrap_or(&empty);
-        let managed =
-            ManagedFields::decode(live.pointer("/metadata/managedFields")).map_err(|error| {
-                ApplyError::Failed(format!("failed to decode managed fields: {error}"))
-            })?;
+        let managed = ManagedFields::decode(managed_fields_of(live)).map_err(|error| {
+            ApplyError::Failed(format!("failed to decode managed fields: {error}"))
+        })?;
         let (group, version) = split_api_version(config["apiVersion"].as_str().unwrap_or(""));
         let kind = config["kind"].as_str().unwrap_or("");
         if (group, version, kind)
@@ -456,6 +453,12 @@ fn cap_update_managers(managed: &mut ManagedFields) {
             None => managed.times.remove(&bucket),
         };
     }
+}
+
+/// `metadata.managedFields` of `object`, if it has them (looked up field by field: a JSON
+/// pointer is parsed, and its steps unescaped into new strings, at every use).
+fn managed_fields_of(object: &Value) -> Option<&Value> {
+    object.get("metadata")?.get("managedFields")
 }
 
 /// Sets (or, with `None`, removes) `metadata.managedFields`.
