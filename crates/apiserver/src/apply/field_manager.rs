@@ -21,14 +21,16 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
+use super::fields::Fields;
 use super::last_applied;
 use super::managed_fields::{Identity, ManagedFields, Operation, is_reset, unix_seconds};
 use super::path::PathElement;
 use super::reset_fields::reset_fields;
+use super::same_fields::same_fields;
 use super::schema::Type;
 use super::set::Set;
 use super::typed::{self, TypeError};
-use super::updater::{self, Owned, Scope, UpdateError};
+use super::updater::{self, ConfigFields, Owned, Scope, UpdateError};
 use super::validate::checked_field_set;
 use crate::resource::ResourceKind;
 
@@ -316,12 +318,28 @@ impl FieldManager {
                 "metadata.managedFields must be nil".into(),
             ));
         }
-        let config_fields = checked_field_set(&config, &self.ty).map_err(|error| {
-            ApplyError::Failed(format!(
-                "failed to create typed patch object ({}): {error}",
-                describe(&config)
-            ))
-        })?;
+        // Applied again with the same fields (the usual apply), the entry is kept as it was,
+        // and the configuration's field set is never built.
+        let config_fields = match managed.managers.remove(&key) {
+            Some(Owned {
+                set: Fields::Encoded(json),
+                ..
+            }) if same_fields(&config, &self.ty, &json, &self.reset, &STRIPPED) == Some(true) => {
+                ConfigFields::AsBefore(json)
+            }
+            last => {
+                if let Some(last) = last {
+                    managed.managers.insert(key.clone(), last);
+                }
+                let read = checked_field_set(&config, &self.ty).map_err(|error| {
+                    ApplyError::Failed(format!(
+                        "failed to create typed patch object ({}): {error}",
+                        describe(&config)
+                    ))
+                })?;
+                ConfigFields::Read(read)
+            }
+        };
         let api_version = self.api_version();
         let applied = updater::apply(
             live,

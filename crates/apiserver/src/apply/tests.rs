@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::path::{PathElement, path_text};
 use super::schema::Type;
 use super::set::Set;
-use super::updater::{Managers, Scope, UpdateError, apply, update};
+use super::updater::{ConfigFields, Managers, Scope, UpdateError, apply, update};
 
 /// A type from an OpenAPI schema, as a CRD declares one.
 fn schema(schema: Value) -> Type {
@@ -113,7 +113,7 @@ impl Scenario {
         let applied = apply(
             &self.object,
             config,
-            fields,
+            ConfigFields::Read(fields),
             self.scope(),
             self.managers.clone(),
             manager,
@@ -517,4 +517,58 @@ fn a_copy_without_a_field_leaves_out_that_field_only() {
     );
     assert_eq!(super::typed::without(&object, &["set", "x"]), object);
     assert_eq!(super::typed::without(&object, &[]), object);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+    #[test]
+    fn finding_the_same_fields_agrees_with_building_the_set(
+        config in arbitrary_object(),
+        previous in arbitrary_object(),
+    ) {
+        same_fields_agrees_with_the_set(&config, &previous)?;
+    }
+}
+
+/// `same_fields` answers, for `config` against what `config` and `previous` would record,
+/// what building `config`'s set, adjusting it as the updater does, and comparing it answers;
+/// it never answers `true` for a configuration that fails the check.
+fn same_fields_agrees_with_the_set(
+    config: &Value,
+    previous: &Value,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let ty = object_type();
+    let set_of = |paths: &[&[&str]]| {
+        let mut set = Set::new();
+        for path in paths {
+            let path: Vec<PathElement> = path.iter().map(|name| PathElement::field(name)).collect();
+            set.insert(&path);
+        }
+        set
+    };
+    // Reset by the endpoint (with what is under it), and never the applier's (as members).
+    let ignored = set_of(&[&["spec", "paused"], &["containers"]]);
+    let stripped = set_of(&[&["labels"], &["spec", "replicas"]]);
+    let recorded = |object: &Value| {
+        super::validate::checked_field_set(object, &ty)
+            .ok()
+            .map(|mut set| {
+                set.subtract_recursive(&ignored);
+                set.subtract(&stripped);
+                set
+            })
+    };
+    let own = recorded(config);
+    for entry in [own.clone(), recorded(previous)].into_iter().flatten() {
+        let fields_v1 = entry.to_fields_v1();
+        let answer = super::same_fields::same_fields(config, &ty, &fields_v1, &ignored, &stripped);
+        match &own {
+            Some(own) => {
+                let expected = own.matches_fields_v1(&fields_v1);
+                proptest::prop_assert_eq!(answer, Some(expected), "entry {}", fields_v1);
+            }
+            None => proptest::prop_assert_ne!(answer, Some(true), "entry {}", fields_v1),
+        }
+    }
+    Ok(())
 }

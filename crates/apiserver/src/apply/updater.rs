@@ -151,6 +151,17 @@ pub struct Applied {
     pub managers: Managers,
 }
 
+/// The fields an applied configuration holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigFields {
+    /// As read from it.
+    Read(Set),
+    /// Those the applier's entry holds, here as its `FieldsV1` (taken out of the managers;
+    /// the entry is written anew): the configuration was found to state exactly those (see
+    /// [`super::same_fields`]).
+    AsBefore(Value),
+}
+
 /// What an apply writes anew, and so reads `live` without: its managed fields.
 pub(super) const MANAGED_FIELDS: &[&str] = &["metadata", "managedFields"];
 
@@ -159,7 +170,7 @@ pub(super) const MANAGED_FIELDS: &[&str] = &["metadata", "managedFields"];
 pub fn apply(
     live: &Value,
     config: Value,
-    config_fields: Set,
+    config_fields: ConfigFields,
     scope: Scope<'_>,
     mut managers: Managers,
     manager: &str,
@@ -175,32 +186,12 @@ pub fn apply(
     let others = managers
         .iter()
         .any(|(key, owned)| key != manager && !owned.set.is_empty());
-    // The applier owns what it states; the identity fields it states are not recorded, but
-    // they count as its own while pruning (as structured-merge-diff sees them, before kube
-    // strips them), so a dropped field never takes the object's name with it.
-    let mut set = config_fields;
-    set.subtract_recursive(ignored);
-    // What it states of the identity fields, kept aside (for pruning) rather than copying
-    // the whole set.
-    let stated_identity = set.intersection(stripped);
-    set.subtract(stripped);
     // What it applied before matters only if it drops some of it now: then fields may have to
     // be removed. Applied again with the same fields (the usual case), its entry is kept as it
-    // was.
-    let (dropping, fields) = match managers.remove(manager) {
-        Some(Owned {
-            set: Fields::Encoded(json),
-            ..
-        }) if set.matches_fields_v1(&json) => (None, json),
-        Some(last) => {
-            let last_set = last.set.into_set();
-            let dropping = (!last_set.difference(&set).is_empty()).then(|| Owned {
-                set: last_set.into(),
-                ..last
-            });
-            (dropping, set.to_fields_v1())
-        }
-        None => (None, set.to_fields_v1()),
+    // was. `dropping` is its last apply, and what it states now.
+    let (dropping, fields) = match config_fields {
+        ConfigFields::AsBefore(json) => (None, json),
+        ConfigFields::Read(set) => stated_fields(set, ignored, stripped, managers.remove(manager)),
     };
     managers.insert(
         manager.to_string(),
@@ -217,9 +208,8 @@ pub fn apply(
     let before = (others || dropping.is_some()).then(|| typed::without(live, MANAGED_FIELDS));
     let mut object = config;
     let mut changed = typed::merge_in_place(&mut object, live, ty, MANAGED_FIELDS)?;
-    if let Some(last) = &dropping {
-        let stated = set.union(&stated_identity);
-        object = prune(&object, &managers, &stated, last, ty)?;
+    if let Some((last, stated)) = &dropping {
+        object = prune(&object, &managers, stated, last, ty)?;
         changed = before.as_ref() != Some(&object);
     }
     let managers = match &before {
@@ -236,6 +226,46 @@ pub fn apply(
         changed,
         managers,
     })
+}
+
+/// The applier's entry for the fields `set` it states (read from its configuration), given
+/// its `last` entry: the `FieldsV1` to record, and, when it drops some of what it applied
+/// last, that entry and what it states for pruning.
+fn stated_fields(
+    mut set: Set,
+    ignored: &Set,
+    stripped: &Set,
+    last: Option<Owned>,
+) -> (Option<(Owned, Set)>, Value) {
+    // The applier owns what it states; the identity fields it states are not recorded, but
+    // they count as its own while pruning (as structured-merge-diff sees them, before kube
+    // strips them), so a dropped field never takes the object's name with it.
+    set.subtract_recursive(ignored);
+    // What it states of the identity fields, kept aside (for pruning) rather than copying
+    // the whole set.
+    let stated_identity = set.intersection(stripped);
+    set.subtract(stripped);
+    match last {
+        Some(Owned {
+            set: Fields::Encoded(json),
+            ..
+        }) if set.matches_fields_v1(&json) => (None, json),
+        Some(last) => {
+            let last_set = last.set.into_set();
+            let dropping = (!last_set.difference(&set).is_empty()).then(|| {
+                let stated = set.union(&stated_identity);
+                (
+                    Owned {
+                        set: last_set.into(),
+                        ..last
+                    },
+                    stated,
+                )
+            });
+            (dropping, set.to_fields_v1())
+        }
+        None => (None, set.to_fields_v1()),
+    }
 }
 
 /// Removes from `merged` what the applier (whose last apply is `last`, and which now states

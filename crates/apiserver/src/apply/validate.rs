@@ -59,6 +59,14 @@ pub fn checked_field_set(value: &Value, ty: &Type) -> Result<Set, ValidationErro
     }
 }
 
+/// Whether a part of a configuration whose fields are not collected (a leaf, or a value of
+/// another shape than its type's) passes the check [`checked_field_set`] makes of it.
+pub(super) fn passes_check(value: &Value, ty: &Type) -> bool {
+    let mut errors = Vec::new();
+    walk(value, ty, &mut Vec::new(), &mut errors);
+    errors.is_empty()
+}
+
 /// One step of the path to a value, written out only when it has an error.
 enum Segment<'a> {
     Field(&'a str),
