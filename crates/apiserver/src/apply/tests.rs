@@ -572,3 +572,27 @@ fn same_fields_agrees_with_the_set(
     }
     Ok(())
 }
+
+#[test]
+fn a_field_owned_whole_is_not_the_same_as_the_fields_under_it() {
+    let ty = object_type();
+    let none = Set::new();
+    let config = json!({"spec": {}, "set": ["a"]});
+    let same =
+        |fields_v1: Value| super::same_fields::same_fields(&config, &ty, &fields_v1, &none, &none);
+    assert_eq!(
+        same(json!({"f:spec": {}, "f:set": {"v:\"a\"": {}}})),
+        Some(true)
+    );
+    assert_eq!(
+        same(json!({"f:spec": {"f:replicas": {}}, "f:set": {"v:\"a\"": {}}})),
+        Some(false),
+        "an empty struct is owned whole, not through fields under it"
+    );
+    assert_eq!(same(json!({"f:spec": {}})), Some(false), "a field short");
+    assert_eq!(
+        same(json!({"f:spec": {}, "f:set": {"v:\"a\"": {}, "v:\"b\"": {}}})),
+        Some(false),
+        "an item more"
+    );
+}
