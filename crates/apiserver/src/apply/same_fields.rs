@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::path::PathElement;
 use super::schema::{Expected, Node, Type};
 use super::set::Set;
-use super::typed::item_step;
+use super::typed::{item_step, owned_whole};
 use super::validate::{checked_field_set, passes_check};
 
 /// `Some(true)` when `config` passes the check of [`super::validate::checked_field_set`] and
@@ -95,12 +95,7 @@ fn compare_level(
             (Expected::Map, Node::Granular, Value::Object(fields)) => {
                 for (name, child) in fields {
                     let (child_type, shared) = ty.allowed_field(name)?;
-                    // As `typed::add_field` owns a field: whole when it is a leaf, holds
-                    // nothing, or is a map's key rather than a declared field.
-                    let member = matches!(child_type.node(child), Node::Leaf)
-                        || child.is_null()
-                        || child.as_object().is_some_and(Map::is_empty)
-                        || shared.is_none();
+                    let member = owned_whole(child, &child_type, shared.is_some());
                     let step = match shared {
                         Some(shared) => PathElement::Field(shared),
                         None => PathElement::field(name),

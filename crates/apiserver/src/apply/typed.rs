@@ -156,12 +156,19 @@ pub(super) fn add_field(
     child_type: &Type,
     inner: Set,
 ) {
-    let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
-    let leaf = matches!(child_type.node(child), Node::Leaf);
-    if leaf || empty || !declared {
+    if owned_whole(child, child_type, declared) {
         set.insert_member(step.clone());
     }
     set.insert_child(step, inner);
+}
+
+/// Whether a field of a map or struct holding `child` of `child_type` is itself a member of
+/// the field set (see [`add_field`]).
+pub(super) fn owned_whole(child: &Value, child_type: &Type, declared: bool) -> bool {
+    matches!(child_type.node(child), Node::Leaf)
+        || child.is_null()
+        || child.as_object().is_some_and(Map::is_empty)
+        || !declared
 }
 
 /// The fields of what `value` holds, relative to it (built from the leaves up, so that no path
