@@ -182,10 +182,10 @@ fn probe_defaults(probe: &mut Probe) {
 }
 
 fn volume_defaults(volume: &mut Volume) {
-    let has_source = serde_json::to_value(&*volume)
-        .ok()
-        .and_then(|value| value.as_object().map(|fields| fields.len() > 1))
-        .unwrap_or(true);
+    // A volume with every source unset: everything but its name is the default.
+    let name = std::mem::take(&mut volume.name);
+    let has_source = *volume != Volume::default();
+    volume.name = name;
     if !has_source {
         volume.empty_dir = Some(EmptyDirVolumeSource::default());
     }

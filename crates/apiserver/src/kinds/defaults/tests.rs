@@ -55,6 +55,10 @@ fn a_pod_gets_the_spec_and_container_defaults() {
         json!({"name": "scratch", "emptyDir": {}})
     );
     assert_eq!(spec["volumes"][1]["secret"]["defaultMode"], 420);
+    assert!(
+        spec["volumes"][1].get("emptyDir").is_none(),
+        "a volume with a source gets no other"
+    );
 }
 
 #[test]
