@@ -7,9 +7,16 @@
 //! under them; the identity fields are not the applier's), and compares each step with the
 //! entry's `FieldsV1` JSON as it goes: a step's key looked up at its level, and the keys of
 //! each level counted, as [`Set::matches_fields_v1`] compares a set.
+//!
+//! A level's keys are looked up in the order the walk makes them, which is the JSON's own
+//! order for the fields of a struct or map (`f:` and the name, as both sort by name) and often
+//! for the items of a list: each lookup first tries the entry after the last one found (see
+//! [`Entries`]), and searches the level only when that is not it.
 
-use std::collections::BTreeSet;
+use std::cmp::Ordering;
+use std::iter::Peekable;
 
+use serde_json::map::Iter;
 use serde_json::{Map, Value};
 
 use super::path::PathElement;
@@ -85,9 +92,10 @@ fn compare_level(
     include_self: bool,
     key: &mut Vec<u8>,
 ) -> Option<Level> {
+    let mut entries = Entries::new(json);
     let mut level = Tally {
         keys: usize::from(include_self),
-        matches: !include_self || is_empty_object(json.get(".")),
+        matches: !include_self || is_empty_object(entries.get(b".")),
         not_empty: false,
     };
     if !value.is_null() {
@@ -100,20 +108,45 @@ fn compare_level(
                         Some(shared) => PathElement::Field(shared),
                         None => PathElement::field(name),
                     };
-                    level.step(&step, member, child, &child_type, adjustments, json, key)?;
+                    level.step(
+                        &step,
+                        member,
+                        child,
+                        &child_type,
+                        adjustments,
+                        &mut entries,
+                        key,
+                    )?;
                 }
             }
             (Expected::List, Node::Associative(kind), Value::Array(items)) => {
                 let item_type = ty.item();
-                // Two items with one key fail the check (counting keys would not tell them
-                // from a missing one).
-                let mut seen = BTreeSet::new();
+                // Two items with one key fail the check, and counting keys would not tell them
+                // from a missing one: two items found at one entry have one key. (An item not
+                // found makes the answer `false` already; an item the adjustments name, which
+                // may not be counted, needs the set.)
+                let mut found = Vec::with_capacity(items.len());
                 for item in items {
                     let step = item_step(&kind, &item_type, item).ok()?;
-                    level.step(&step, true, item, &item_type, adjustments, json, key)?;
-                    if !seen.insert(step) {
+                    if has_member(adjustments.ignored, &step)
+                        || has_member(adjustments.stripped, &step)
+                    {
                         return None;
                     }
+                    let entry = level.step(
+                        &step,
+                        true,
+                        item,
+                        &item_type,
+                        adjustments,
+                        &mut entries,
+                        key,
+                    )?;
+                    found.extend(entry.map(|entry| std::ptr::from_ref(entry).addr()));
+                }
+                found.sort_unstable();
+                if found.windows(2).any(|pair| pair[0] == pair[1]) {
+                    return None;
                 }
             }
             // Collected without the check: the set is needed.
@@ -138,29 +171,27 @@ struct Tally {
 
 impl Tally {
     /// Counts `step`, which holds `child` of `child_type` and is a member of the set as
-    /// collected when `member`.
+    /// collected when `member`; returns its entry in `entries` if it has one and is counted.
     #[allow(clippy::too_many_arguments)]
-    fn step(
+    fn step<'j>(
         &mut self,
         step: &PathElement,
         member: bool,
         child: &Value,
         child_type: &Type,
         adjustments: Adjustments<'_>,
-        json: &Map<String, Value>,
+        entries: &mut Entries<'j>,
         key: &mut Vec<u8>,
-    ) -> Option<()> {
+    ) -> Option<Option<&'j Value>> {
         if has_member(adjustments.ignored, step) {
             // Not recorded, but checked all the same (and rarely there: a resource's status).
-            return checked_field_set(child, child_type).is_ok().then_some(());
+            return checked_field_set(child, child_type).is_ok().then_some(None);
         }
         let member = member && !has_member(adjustments.stripped, step);
         key.clear();
         step.write_fields_v1(key);
-        let entry = std::str::from_utf8(key)
-            .ok()
-            .and_then(|text| json.get(text))
-            .and_then(Value::as_object);
+        let found = entries.get(key);
+        let entry = found.and_then(Value::as_object);
         let nothing = Map::new();
         let inner = compare_level(
             child,
@@ -171,7 +202,7 @@ impl Tally {
             key,
         )?;
         if !member && !inner.not_empty {
-            return Some(());
+            return Some(None);
         }
         self.keys += 1;
         self.not_empty = true;
@@ -181,7 +212,44 @@ impl Tally {
             Some(entry) if !inner.not_empty => entry.is_empty(),
             Some(_) => inner.matches,
         };
-        Some(())
+        Some(found)
+    }
+}
+
+/// The entries of one level of `FieldsV1`, looked up by key: the entry after the last one found
+/// first, as the walk mostly asks for keys in the JSON's order; else a search of the level.
+struct Entries<'j> {
+    json: &'j Map<String, Value>,
+    next: Peekable<Iter<'j>>,
+}
+
+impl<'j> Entries<'j> {
+    fn new(json: &'j Map<String, Value>) -> Self {
+        Self {
+            json,
+            next: json.iter().peekable(),
+        }
+    }
+
+    /// The entry of `key` (a step's text, so UTF-8). Entries passed over on the way are still
+    /// found by the search.
+    fn get(&mut self, key: &[u8]) -> Option<&'j Value> {
+        while let Some((text, entry)) = self.next.peek() {
+            match text.as_bytes().cmp(key) {
+                Ordering::Less => {
+                    self.next.next();
+                }
+                Ordering::Equal => {
+                    let entry = *entry;
+                    self.next.next();
+                    return Some(entry);
+                }
+                Ordering::Greater => break,
+            }
+        }
+        std::str::from_utf8(key)
+            .ok()
+            .and_then(|text| self.json.get(text))
     }
 }
 

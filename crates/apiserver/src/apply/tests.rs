@@ -596,3 +596,36 @@ fn a_field_owned_whole_is_not_the_same_as_the_fields_under_it() {
         "an item more"
     );
 }
+
+#[test]
+fn items_with_one_key_are_never_the_same_fields_as_two_items() {
+    let ty = object_type();
+    let none = Set::new();
+    let same = |config: Value, fields_v1: Value| {
+        super::same_fields::same_fields(&config, &ty, &fields_v1, &none, &none)
+    };
+    // As many keys as the entry has, but one of them twice: the check refuses the configuration.
+    assert_ne!(
+        same(
+            json!({"set": ["a", "a"]}),
+            json!({"f:set": {"v:\"a\"": {}, "v:\"b\"": {}}})
+        ),
+        Some(true)
+    );
+    let item = json!({".": {}, "f:name": {}});
+    assert_ne!(
+        same(
+            json!({"containers": [{"name": "a"}, {"name": "a"}]}),
+            json!({"f:containers": {"k:{\"name\":\"a\"}": item, "k:{\"name\":\"b\"}": item}})
+        ),
+        Some(true)
+    );
+    assert_eq!(
+        same(
+            json!({"containers": [{"name": "b"}, {"name": "a"}]}),
+            json!({"f:containers": {"k:{\"name\":\"a\"}": item, "k:{\"name\":\"b\"}": item}})
+        ),
+        Some(true),
+        "items in another order than their keys'"
+    );
+}
