@@ -37,12 +37,15 @@ impl Connection {
         content_type: &str,
         body: &[u8],
     ) -> (u16, Vec<u8>) {
-        let head = format!(
+        // The head and the body in one write, as hyper's client sends a request whose body it
+        // has whole: written apart, the server may read the head alone and wait for the body.
+        let mut request = format!(
             "{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
             body.len()
-        );
-        self.stream.write_all(head.as_bytes()).await.unwrap();
-        self.stream.write_all(body).await.unwrap();
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        self.stream.write_all(&request).await.unwrap();
         loop {
             if let Some(end) = find(&self.buffer, b"\r\n\r\n") {
                 let headers = String::from_utf8_lossy(&self.buffer[..end]).to_ascii_lowercase();
