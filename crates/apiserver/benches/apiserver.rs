@@ -37,7 +37,7 @@ use support::{Connection, find};
 
 /// The allocator of the `ctrlkit` binary (see crates/ctrlkit/src/main.rs), so that the figures
 /// are those of `ctrlkit apiserver`. A test binary on the system's malloc gets other figures:
-/// docs/BENCHMARKS.md gives both for the Pod writes.
+/// docs/BENCHMARKS.md gives both.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
