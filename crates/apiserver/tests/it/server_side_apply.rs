@@ -431,3 +431,50 @@ async fn an_applier_that_stops_applying_all_it_owned_leaves_the_object_whole() {
     assert_eq!(applied.metadata.labels, None);
     assert_eq!(applied.metadata.namespace.as_deref(), Some("default"));
 }
+
+#[tokio::test]
+async fn an_apply_may_change_a_pods_image_and_nothing_kube_forbids() {
+    let (_server, client) = server().await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "default");
+    let params = PatchParams::apply("tool");
+    let pod = |node: &str, image: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+               "spec": {"nodeName": node, "containers": [{"name": "app", "image": image}]}})
+    };
+    pods.patch("web", &params, &Patch::Apply(pod("node-a", "app:1")))
+        .await
+        .unwrap();
+    let updated = pods
+        .patch("web", &params, &Patch::Apply(pod("node-a", "app:2")))
+        .await
+        .unwrap();
+    assert_eq!(
+        updated.spec.unwrap().containers[0].image.as_deref(),
+        Some("app:2")
+    );
+
+    let moved = api_error(
+        pods.patch("web", &params, &Patch::Apply(pod("node-b", "app:2")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((moved.code, moved.reason.as_str()), (422, "Invalid"));
+    assert!(
+        moved.message.starts_with(
+            "Pod \"web\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n"
+        ),
+        "{}",
+        moved.message
+    );
+    let cause = &moved.details.as_ref().unwrap().causes[0];
+    assert_eq!(
+        (cause.reason.as_str(), cause.field.as_str()),
+        ("FieldValueForbidden", "spec")
+    );
+    let stored = pods.get("web").await.unwrap().spec.unwrap();
+    assert_eq!(
+        stored.node_name.as_deref(),
+        Some("node-a"),
+        "nothing stored"
+    );
+}

@@ -7,6 +7,7 @@
 mod data;
 mod job;
 mod pod;
+mod pod_update;
 mod service;
 
 use serde_json::{Map, Value};
@@ -108,7 +109,8 @@ pub(crate) fn validate_create(kind: &ResourceKind, object: &Value) -> Result<(),
     refuse(kind, object, custom::validate_create(version, object))
 }
 
-/// Checks an update of `old` to `new` of `kind` as its strategy's `ValidateUpdate` does.
+/// Checks an update of `old` to `new` of `kind` as its strategy's `ValidateUpdate` does (custom
+/// resources, CRDs, ConfigMaps' and Secrets' data, and what an update may change of a Pod).
 pub(crate) fn validate_update(
     kind: &ResourceKind,
     new: &Value,
@@ -123,6 +125,9 @@ pub(crate) fn validate_update(
         errors.extend(data.errors(new));
         return refuse(kind, new, errors);
     }
+    if is_pods(kind) && !status_only {
+        return refuse(kind, new, pod_update::update_errors(new, old));
+    }
     let Some(version) = &kind.custom else {
         return Ok(());
     };
@@ -131,6 +136,11 @@ pub(crate) fn validate_update(
         new,
         custom::validate_update(version, new, old, status_only),
     )
+}
+
+/// Whether `kind` is the built-in Pod.
+fn is_pods(kind: &ResourceKind) -> bool {
+    kind.group.is_empty() && kind.plural == "pods" && kind.builtin.is_some()
 }
 
 /// The 422 of an object with field errors.
