@@ -437,9 +437,12 @@ async fn an_apply_may_change_a_pods_image_and_nothing_kube_forbids() {
     let (_server, client) = server().await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "default");
     let params = PatchParams::apply("tool");
+    // The applied tolerations replace the list (it is atomic); the default ones come back on
+    // every update, as the DefaultTolerationSeconds admission plugin adds them.
     let pod = |node: &str, image: &str| {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
-               "spec": {"nodeName": node, "containers": [{"name": "app", "image": image}]}})
+               "spec": {"nodeName": node, "containers": [{"name": "app", "image": image}],
+                        "tolerations": [{"key": "dedicated", "operator": "Exists"}]}})
     };
     pods.patch("web", &params, &Patch::Apply(pod("node-a", "app:1")))
         .await
@@ -448,9 +451,21 @@ async fn an_apply_may_change_a_pods_image_and_nothing_kube_forbids() {
         .patch("web", &params, &Patch::Apply(pod("node-a", "app:2")))
         .await
         .unwrap();
+    let spec = updated.spec.unwrap();
+    assert_eq!(spec.containers[0].image.as_deref(), Some("app:2"));
+    let tolerated: Vec<_> = spec
+        .tolerations
+        .unwrap()
+        .into_iter()
+        .map(|toleration| toleration.key.unwrap_or_default())
+        .collect();
     assert_eq!(
-        updated.spec.unwrap().containers[0].image.as_deref(),
-        Some("app:2")
+        tolerated,
+        [
+            "dedicated",
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable"
+        ]
     );
 
     let moved = api_error(

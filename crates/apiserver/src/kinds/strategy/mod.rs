@@ -89,6 +89,10 @@ pub(crate) fn prepare_for_update(
         kind.builtin.is_some(),
     ) {
         ("", "services", true) => service::prepare_for_create(new, Some(old), context),
+        ("", "pods", true) => {
+            pod::prepare_for_update(new);
+            Ok(())
+        }
         _ => Ok(()),
     }
 }

@@ -119,8 +119,16 @@ fn mount_token(spec: &mut Map<String, Value>) {
     }
 }
 
-/// The DefaultTolerationSeconds admission plugin: five minutes of tolerating a node that is not
-/// ready or unreachable, unless the pod says otherwise.
+/// An updated Pod: the DefaultTolerationSeconds admission plugin runs on updates too, so a write
+/// that replaces the tolerations (an apply's list is atomic) gets the default ones back.
+pub(super) fn prepare_for_update(pod: &mut Value) {
+    if let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) {
+        default_tolerations(spec);
+    }
+}
+
+/// The DefaultTolerationSeconds admission plugin (on create and update): five minutes of
+/// tolerating a node that is not ready or unreachable, unless the pod says otherwise.
 fn default_tolerations(spec: &mut Map<String, Value>) {
     let Value::Array(tolerations) = spec.entry("tolerations").or_insert_with(|| json!([])) else {
         return;
