@@ -53,43 +53,54 @@ pub(super) fn update_errors(new: &Value, old: &Value) -> Vec<FieldError> {
     errors.extend(gate_errors(new_spec, old_spec));
     let gated = !items(old_spec.get("schedulingGates")).is_empty();
     let mut changes = Vec::new();
-    for name in union(new_spec, old_spec) {
-        let (new_value, old_value) = (new_spec.get(name), old_spec.get(name));
-        match name {
+    let mut path = Vec::new();
+    let only_old = old_spec.keys().filter(|name| !new_spec.contains_key(*name));
+    for name in new_spec.keys().chain(only_old) {
+        let (new_value, old_value) = (or_null(new_spec.get(name)), or_null(old_spec.get(name)));
+        path.push(Step::Field(name));
+        match name.as_str() {
             "containers" | "initContainers" => {
-                let olds = items(old_value);
-                for (index, (new_item, old_item)) in items(new_value).iter().zip(olds).enumerate() {
-                    let path = format!("spec.{name}[{index}]");
-                    differences(&path, new_item, old_item, &["image"], &mut changes);
+                let olds = items(Some(old_value));
+                for (index, (new_item, old_item)) in
+                    items(Some(new_value)).iter().zip(olds).enumerate()
+                {
+                    path.push(Step::Index(index));
+                    match (new_item.as_object(), old_item.as_object()) {
+                        (Some(new_item), Some(old_item)) => field_differences(
+                            &mut path,
+                            Some(new_item),
+                            Some(old_item),
+                            &["image"],
+                            &mut changes,
+                        ),
+                        _ => differences(&mut path, new_item, old_item, &mut changes),
+                    }
+                    path.pop();
                 }
             }
             "activeDeadlineSeconds" | "tolerations" | "schedulingGates" => {}
             "terminationGracePeriodSeconds"
-                if old_value.and_then(Value::as_i64).is_some_and(|old| old < 0)
-                    && new_value.and_then(Value::as_i64) == Some(1) => {}
-            "nodeSelector" if gated => errors.extend(node_selector_error(new_value, old_value)),
+                if old_value.as_i64().is_some_and(|old| old < 0)
+                    && new_value.as_i64() == Some(1) => {}
+            "nodeSelector" if gated => {
+                errors.extend(node_selector_error(new_value, old_value));
+            }
             "affinity" if gated => {
-                let (new_affinity, old_affinity) = (or_null(new_value), or_null(old_value));
                 errors.extend(node_affinity_errors(
-                    &new_affinity["nodeAffinity"],
-                    &old_affinity["nodeAffinity"],
+                    &new_value["nodeAffinity"],
+                    &old_value["nodeAffinity"],
                 ));
-                differences(
-                    "spec.affinity",
-                    new_affinity,
-                    old_affinity,
+                field_differences(
+                    &mut path,
+                    new_value.as_object(),
+                    old_value.as_object(),
                     &["nodeAffinity"],
                     &mut changes,
                 );
             }
-            _ => differences(
-                &format!("spec.{name}"),
-                or_null(new_value),
-                or_null(old_value),
-                &[],
-                &mut changes,
-            ),
+            _ => differences(&mut path, new_value, old_value, &mut changes),
         }
+        path.pop();
     }
     if !changes.is_empty() {
         let mut detail = format!("pod updates may not change fields other than {UPDATABLE}\n");
@@ -146,9 +157,16 @@ fn toleration_error(
     let news = items(new_spec.get("tolerations"));
     let kept = items(old_spec.get("tolerations")).iter().all(|old| {
         news.iter().any(|new| {
-            let mut unused = Vec::new();
-            differences("", new, old, &["tolerationSeconds"], &mut unused);
-            unused.is_empty()
+            let mut changes = Vec::new();
+            let (new, old) = (new.as_object(), old.as_object());
+            field_differences(
+                &mut Vec::new(),
+                new,
+                old,
+                &["tolerationSeconds"],
+                &mut changes,
+            );
+            changes.is_empty()
         })
     });
     (!kept).then(|| {
@@ -179,18 +197,16 @@ fn gate_errors(new_spec: &Map<String, Value>, old_spec: &Map<String, Value>) -> 
 }
 
 /// A gated Pod's node selector may gain entries, not lose or change them.
-fn node_selector_error(new: Option<&Value>, old: Option<&Value>) -> Option<FieldError> {
-    let nothing = Map::new();
-    let news = new.and_then(Value::as_object).unwrap_or(&nothing);
+fn node_selector_error(new: &Value, old: &Value) -> Option<FieldError> {
     let kept = old
-        .and_then(Value::as_object)
-        .unwrap_or(&nothing)
-        .iter()
-        .all(|(key, value)| news.get(key) == Some(value));
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(key, value)| new.get(key) == Some(value));
     (!kept).then(|| {
         FieldError::invalid(
             "spec.nodeSelector",
-            new.cloned().unwrap_or(Value::Null),
+            new.clone(),
             "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
         )
     })
@@ -246,14 +262,6 @@ fn or_null(value: Option<&Value>) -> &Value {
     value.unwrap_or(&Value::Null)
 }
 
-/// The field names of either map, each once, in order.
-fn union<'a>(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> Vec<&'a str> {
-    let mut names: Vec<&str> = a.keys().chain(b.keys()).map(String::as_str).collect();
-    names.sort_unstable();
-    names.dedup();
-    names
-}
-
 /// Whether `value` is what Go holds for a field left out: nothing, or an empty, zero or false
 /// value.
 fn is_unset(value: &Value) -> bool {
@@ -267,37 +275,76 @@ fn is_unset(value: &Value) -> bool {
     }
 }
 
-/// Appends to `changes` each place under `path` where `new` differs from `old` (`old -> new`),
-/// the fields `skipped` of this level aside.
-fn differences(path: &str, new: &Value, old: &Value, skipped: &[&str], changes: &mut Vec<String>) {
+/// One step of a path under `spec`.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Field(&'a str),
+    Index(usize),
+}
+
+/// A path's text, as kube writes field paths (`spec.containers[0].ports[0].containerPort`).
+fn path_text(path: &[Step<'_>]) -> String {
+    let mut text = String::from("spec");
+    for step in path {
+        let _ = match step {
+            Step::Field(name) => write!(text, ".{name}"),
+            Step::Index(index) => write!(text, "[{index}]"),
+        };
+    }
+    text
+}
+
+/// Appends to `changes` each place under `path` where `new` differs from `old` (`old -> new`).
+/// Nothing is allocated where they agree.
+fn differences<'a>(
+    path: &mut Vec<Step<'a>>,
+    new: &'a Value,
+    old: &'a Value,
+    changes: &mut Vec<String>,
+) {
     match (new, old) {
-        (Value::Object(news), Value::Object(olds)) => {
-            for name in union(news, olds) {
-                if skipped.contains(&name) {
-                    continue;
-                }
-                differences(
-                    &format!("{path}.{name}"),
-                    or_null(news.get(name)),
-                    or_null(olds.get(name)),
-                    &[],
-                    changes,
-                );
-            }
-        }
         (Value::Array(news), Value::Array(olds)) if news.len() == olds.len() => {
             for (index, (new, old)) in news.iter().zip(olds).enumerate() {
-                differences(&format!("{path}[{index}]"), new, old, &[], changes);
+                path.push(Step::Index(index));
+                differences(path, new, old, changes);
+                path.pop();
             }
         }
-        (new, old) if new == old || (is_unset(new) && is_unset(old)) => {}
-        (Value::Object(_), old) if is_unset(old) => {
-            differences(path, new, &Value::Object(Map::new()), skipped, changes);
+        _ if new == old || (is_unset(new) && is_unset(old)) => {}
+        (Value::Object(news), old) if old.is_object() || is_unset(old) => {
+            field_differences(path, Some(news), old.as_object(), &[], changes);
         }
-        (new, Value::Object(_)) if is_unset(new) => {
-            differences(path, &Value::Object(Map::new()), old, skipped, changes);
+        (new, Value::Object(olds)) if is_unset(new) => {
+            field_differences(path, None, Some(olds), &[], changes);
         }
-        (new, old) => changes.push(format!("{path}: {old} -> {new}")),
+        _ => changes.push(format!("{}: {old} -> {new}", path_text(path))),
+    }
+}
+
+/// [`differences`] of two maps (`None`: no map), the fields `skipped` aside.
+fn field_differences<'a>(
+    path: &mut Vec<Step<'a>>,
+    news: Option<&'a Map<String, Value>>,
+    olds: Option<&'a Map<String, Value>>,
+    skipped: &[&str],
+    changes: &mut Vec<String>,
+) {
+    let both = news.into_iter().flatten().map(|(name, new)| {
+        let old = olds.and_then(|olds| olds.get(name)).unwrap_or(&Value::Null);
+        (name, new, old)
+    });
+    let only_old = olds
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| news.is_none_or(|news| !news.contains_key(*name)))
+        .map(|(name, old)| (name, &Value::Null, old));
+    for (name, new, old) in both.chain(only_old) {
+        if skipped.contains(&name.as_str()) {
+            continue;
+        }
+        path.push(Step::Field(name));
+        differences(path, new, old, changes);
+        path.pop();
     }
 }
 
