@@ -282,7 +282,7 @@ async fn delivery_latency(watchers: usize, rate: u64, total: usize) -> (Duration
     (at(0.50), at(0.99))
 }
 
-/// A Pod of about 3.7 KB in JSON (labels, annotations, two containers with env, ports,
+/// A Pod of about 3.9 KB in JSON (labels, annotations, two containers with env, ports,
 /// resources and probes, volumes), its main container's image `image`.
 fn pod(name: &str, image: &str) -> Vec<u8> {
     let env: Vec<serde_json::Value> = (0..25)
@@ -316,7 +316,13 @@ fn pod(name: &str, image: &str) -> Vec<u8> {
             "volumes": [{"name": "config", "configMap": {"name": "app-config"}},
                         {"name": "cache", "emptyDir": {}}],
             "nodeSelector": {"kubernetes.io/os": "linux"},
-            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "backend", "effect": "NoSchedule"}],
+            // The two a cluster adds to every Pod are stated too: the list is atomic, so an
+            // apply without them would replace it, and the server would add them back.
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "backend", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            ],
             "serviceAccountName": "default",
         },
     }))
