@@ -348,12 +348,12 @@ async fn update_checked(
         namespace,
         name,
         status_only,
-        ..
+        subresource,
     } = item;
     let context = strategy_context(app);
     let check = |object: &mut Value| {
-        strategy::prepare_for_update(kind, object, old, status_only, &context)?;
-        strategy::validate_update(kind, object, old, status_only)
+        strategy::prepare_for_update(kind, object, old, status_only, subresource, &context)?;
+        strategy::validate_update(kind, object, old, status_only, subresource)
     };
     let store = |object: Value| {
         deferring(|| {

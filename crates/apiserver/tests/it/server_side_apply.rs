@@ -492,4 +492,16 @@ async fn an_apply_may_change_a_pods_image_and_nothing_kube_forbids() {
         Some("node-a"),
         "nothing stored"
     );
+
+    // The ephemeralcontainers subresource adds to the spec: it has checks of its own.
+    let debug = json!({"spec": {"ephemeralContainers": [
+        {"name": "debug", "image": "busybox:stable", "command": ["sh"]}]}});
+    let debugged = pods
+        .patch_ephemeral_containers("web", &PatchParams::default(), &Patch::Strategic(debug))
+        .await
+        .unwrap();
+    assert_eq!(
+        debugged.spec.unwrap().ephemeral_containers.unwrap()[0].name,
+        "debug"
+    );
 }

@@ -65,12 +65,14 @@ pub(crate) fn prepare_for_create(
 }
 
 /// Prepares an update of `old` to `new` of `kind` for storing (`status_only`: a write of the
-/// `status` subresource).
+/// `status` subresource; `subresource`: the subresource written through, empty for the object
+/// itself).
 pub(crate) fn prepare_for_update(
     kind: &ResourceKind,
     new: &mut Value,
     old: &Value,
     status_only: bool,
+    subresource: &str,
     context: &Context<'_>,
 ) -> Result<(), ApiError> {
     if status_only {
@@ -89,7 +91,8 @@ pub(crate) fn prepare_for_update(
         kind.builtin.is_some(),
     ) {
         ("", "services", true) => service::prepare_for_create(new, Some(old), context),
-        ("", "pods", true) => {
+        // Admission plugins skip subresources (a Pod's `ephemeralcontainers`).
+        ("", "pods", true) if subresource.is_empty() => {
             pod::prepare_for_update(new);
             Ok(())
         }
@@ -114,12 +117,14 @@ pub(crate) fn validate_create(kind: &ResourceKind, object: &Value) -> Result<(),
 }
 
 /// Checks an update of `old` to `new` of `kind` as its strategy's `ValidateUpdate` does (custom
-/// resources, CRDs, ConfigMaps' and Secrets' data, and what an update may change of a Pod).
+/// resources, CRDs, ConfigMaps' and Secrets' data, and what an update may change of a Pod);
+/// `status_only` and `subresource` as for [`prepare_for_update`].
 pub(crate) fn validate_update(
     kind: &ResourceKind,
     new: &Value,
     old: &Value,
     status_only: bool,
+    subresource: &str,
 ) -> Result<(), ApiError> {
     if kind.is_crd() && !status_only {
         return refuse(kind, new, custom::definition::validate_update(new, old));
@@ -129,7 +134,8 @@ pub(crate) fn validate_update(
         errors.extend(data.errors(new));
         return refuse(kind, new, errors);
     }
-    if is_pods(kind) && !status_only {
+    // A Pod's subresources (`status`, `ephemeralcontainers`) have checks of their own.
+    if is_pods(kind) && !status_only && subresource.is_empty() {
         return refuse(kind, new, pod_update::update_errors(new, old));
     }
     let Some(version) = &kind.custom else {
