@@ -42,8 +42,7 @@ pub(super) fn update_errors(new: &Value, old: &Value) -> Vec<FieldError> {
             }
         }
     }
-    if let Some(refused) = deadline_error(new_spec, old_spec) {
-        let stop = refused.detail != NIL_DEADLINE;
+    if let Some((refused, stop)) = deadline_error(new_spec, old_spec) {
         errors.push(refused);
         if stop {
             return errors;
@@ -112,14 +111,12 @@ pub(super) fn update_errors(new: &Value, old: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// The detail of a deadline taken away, the one deadline error that does not stop the checks.
-const NIL_DEADLINE: &str = "must not update from a positive integer to nil value";
-
 /// `activeDeadlineSeconds` may be set where it was not, or lowered; never raised or removed.
+/// With the error, whether the checks stop there (all but a deadline taken away stop them).
 fn deadline_error(
     new_spec: &Map<String, Value>,
     old_spec: &Map<String, Value>,
-) -> Option<FieldError> {
+) -> Option<(FieldError, bool)> {
     const FIELD: &str = "spec.activeDeadlineSeconds";
     let old = old_spec
         .get("activeDeadlineSeconds")
@@ -128,24 +125,24 @@ fn deadline_error(
         .get("activeDeadlineSeconds")
         .filter(|value| !value.is_null())
     else {
-        return old.map(|_| FieldError::invalid(FIELD, Value::from("null"), NIL_DEADLINE));
+        let detail = "must not update from a positive integer to nil value";
+        return old.map(|_| {
+            (
+                FieldError::invalid(FIELD, Value::from("null"), detail),
+                false,
+            )
+        });
     };
     let seconds = new.as_i64().unwrap_or(-1);
     if !(0..=i64::from(i32::MAX)).contains(&seconds) {
-        return Some(FieldError::invalid(
-            FIELD,
-            new.clone(),
-            format!("must be between 0 and {}, inclusive", i32::MAX),
-        ));
+        let detail = format!("must be between 0 and {}, inclusive", i32::MAX);
+        return Some((FieldError::invalid(FIELD, new.clone(), detail), true));
     }
     old.and_then(Value::as_i64)
         .filter(|old| *old < seconds)
         .map(|_| {
-            FieldError::invalid(
-                FIELD,
-                new.clone(),
-                "must be less than or equal to previous value",
-            )
+            let detail = "must be less than or equal to previous value";
+            (FieldError::invalid(FIELD, new.clone(), detail), true)
         })
 }
 
