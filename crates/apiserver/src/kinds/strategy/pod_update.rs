@@ -153,18 +153,8 @@ fn toleration_error(
 ) -> Option<FieldError> {
     let news = items(new_spec.get("tolerations"));
     let kept = items(old_spec.get("tolerations")).iter().all(|old| {
-        news.iter().any(|new| {
-            let mut changes = Vec::new();
-            let (new, old) = (new.as_object(), old.as_object());
-            field_differences(
-                &mut Vec::new(),
-                new,
-                old,
-                &["tolerationSeconds"],
-                &mut changes,
-            );
-            changes.is_empty()
-        })
+        news.iter()
+            .any(|new| same_fields_apart_from(new, old, Some("tolerationSeconds")))
     });
     (!kept).then(|| {
         forbidden(
@@ -289,6 +279,40 @@ fn path_text(path: &[Step<'_>]) -> String {
         };
     }
     text
+}
+
+/// Whether `new` and `old` are the same, as [`differences`] compares them, but for their field
+/// `skipped`: a list item is compared with every item of the other list, and most pairs differ,
+/// so nothing is written down.
+fn same_fields_apart_from(new: &Value, old: &Value, skipped: Option<&str>) -> bool {
+    let nothing = Map::new();
+    let (news, olds) = (
+        new.as_object().unwrap_or(&nothing),
+        old.as_object().unwrap_or(&nothing),
+    );
+    let same = |name: &String, value: &Value, other: Option<&Value>| {
+        skipped == Some(name.as_str()) || same_value(value, other.unwrap_or(&Value::Null))
+    };
+    news.iter()
+        .all(|(name, new)| same(name, new, olds.get(name)))
+        && olds
+            .iter()
+            .all(|(name, old)| news.contains_key(name) || same(name, old, None))
+}
+
+/// Whether [`differences`] finds nothing between `new` and `old`.
+fn same_value(new: &Value, old: &Value) -> bool {
+    match (new, old) {
+        (Value::Array(news), Value::Array(olds)) if news.len() == olds.len() => {
+            news.iter().zip(olds).all(|(new, old)| same_value(new, old))
+        }
+        _ if new == old || (is_unset(new) && is_unset(old)) => true,
+        (Value::Object(_), old) if old.is_object() || is_unset(old) => {
+            same_fields_apart_from(new, old, None)
+        }
+        (new, Value::Object(_)) if is_unset(new) => same_fields_apart_from(new, old, None),
+        _ => false,
+    }
 }
 
 /// Appends to `changes` each place under `path` where `new` differs from `old` (`old -> new`).
@@ -505,5 +529,42 @@ mod tests {
         assert!(update_errors(&pod(one.clone()), &pod(negative)).is_empty());
         let thirty = with(base(), "terminationGracePeriodSeconds", json!(30));
         assert_eq!(update_errors(&pod(one), &pod(thirty)).len(), 1);
+    }
+
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (0..2i64).prop_map(Value::from),
+            prop::sample::select(vec!["", "a"]).prop_map(Value::from),
+            Just(json!([])),
+            Just(json!({})),
+        ];
+        leaf.prop_recursive(3, 24, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map(prop::sample::select(vec!["a", "b"]), inner, 0..3)
+                    .prop_map(|map| Value::Object(
+                        map.into_iter()
+                            .map(|(key, value)| (key.to_string(), value))
+                            .collect()
+                    )),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The predicate the toleration check uses finds a difference exactly where the
+        /// message's comparison writes one.
+        #[test]
+        fn the_predicate_agrees_with_the_written_differences(new in any_json(), old in any_json()) {
+            let mut changes = Vec::new();
+            differences(&mut Vec::new(), &new, &old, &mut changes);
+            proptest::prop_assert_eq!(same_value(&new, &old), changes.is_empty());
+            let mut changes = Vec::new();
+            field_differences(&mut Vec::new(), new.as_object(), old.as_object(), &["a"], &mut changes);
+            proptest::prop_assert_eq!(same_fields_apart_from(&new, &old, Some("a")), changes.is_empty());
+        }
     }
 }
