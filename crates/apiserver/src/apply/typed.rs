@@ -336,10 +336,22 @@ pub fn merge_in_place(
                 [name, rest @ ..] => (None, Some((*name, rest))),
                 [] => (None, None),
             };
-            let held = |name: &str| left.get(name).filter(|_| gone != Some(name));
+            // Both maps are sorted by name: they are walked side by side, each name compared
+            // once, where looking each up in the other would compare it with several.
+            let mut lefts = left.iter().peekable();
+            let mut left_only = Vec::new();
             let mut changed = false;
             for (name, value) in right.iter_mut() {
-                let Some(existing) = held(name) else {
+                while let Some((field, existing)) =
+                    lefts.next_if(|(field, _)| field.as_str() < name.as_str())
+                {
+                    left_only.push((field, existing));
+                }
+                let existing = lefts
+                    .next_if(|(field, _)| *field == name)
+                    .map(|(_, existing)| existing)
+                    .filter(|_| gone != Some(name.as_str()));
+                let Some(existing) = existing else {
                     changed = true;
                     continue;
                 };
@@ -350,8 +362,9 @@ pub fn merge_in_place(
                 changed |= merge_in_place(value, existing, &child_type, left_out)
                     .map_err(|error| error.under_field(name))?;
             }
-            for (name, value) in left {
-                if gone == Some(name.as_str()) || right.contains_key(name) {
+            left_only.extend(lefts);
+            for (name, value) in left_only {
+                if gone == Some(name.as_str()) {
                     continue;
                 }
                 let copy = match below {
