@@ -66,7 +66,8 @@ pub enum ScalarKind {
 pub struct MessageType {
     name: &'static str,
     message: &'static Message,
-    fields: OnceLock<Vec<(Name, Type)>>,
+    /// Its fields by JSON name, each with its name (shared by the paths that step into it).
+    fields: OnceLock<HashMap<Name, (Name, Type), foldhash::fast::FixedState>>,
 }
 
 impl fmt::Debug for MessageType {
@@ -94,22 +95,20 @@ impl MessageType {
         TYPES.get(name)
     }
 
-    /// Its fields by JSON name, sorted.
-    fn fields(&self) -> &[(Name, Type)] {
-        self.fields.get_or_init(|| {
-            let mut fields = Vec::new();
-            collect_fields(self.message, &mut fields);
-            fields.sort_by(|a, b| a.0.cmp(&b.0));
-            fields
-        })
-    }
-
+    /// The field `name`. The fields are hashed by name, rather than sorted and searched with a
+    /// string comparison at each step: every field of every object an apply or an update walks
+    /// is looked up in its type.
     fn field(&self, name: &str) -> Option<&(Name, Type)> {
-        let fields = self.fields();
-        fields
-            .binary_search_by(|(mine, _)| (**mine).cmp(name))
-            .ok()
-            .map(|index| &fields[index])
+        self.fields
+            .get_or_init(|| {
+                let mut fields = Vec::new();
+                collect_fields(self.message, &mut fields);
+                fields
+                    .into_iter()
+                    .map(|(name, ty)| (name.clone(), (name, ty)))
+                    .collect()
+            })
+            .get(name)
     }
 }
 
