@@ -18,6 +18,9 @@ pub(super) struct Footprint {
     /// The length of the object as compact JSON, give or take the escapes and the digits of
     /// floats: what its serialization takes once made.
     pub(super) json: usize,
+    /// At least the length of the object as compact JSON: each byte of a string counted as
+    /// the longest escape (`\u00XX`), each float as its longest form.
+    pub(super) json_bound: usize,
 }
 
 /// The heap block an allocation of `bytes` takes: a header word, rounded up to 16 bytes, and
@@ -59,6 +62,16 @@ fn string(text: &String) -> Footprint {
             block(text.capacity())
         },
         json: text.len().saturating_add(2),
+        json_bound: text.len().saturating_mul(6).saturating_add(2),
+    }
+}
+
+/// JSON of `length` that is never longer: no escapes, no floats.
+fn punctuation(length: usize) -> Footprint {
+    Footprint {
+        tree: 0,
+        json: length,
+        json_bound: length,
     }
 }
 
@@ -79,7 +92,31 @@ impl std::ops::AddAssign for Footprint {
     fn add_assign(&mut self, part: Footprint) {
         self.tree = self.tree.saturating_add(part.tree);
         self.json = self.json.saturating_add(part.json);
+        self.json_bound = self.json_bound.saturating_add(part.json_bound);
     }
+}
+
+impl Footprint {
+    /// The estimate of an object after one entry of one of its maps, estimated `old` (`None`:
+    /// there was none), became one estimated `new` (see [`entry`]).
+    pub(super) fn replacing(self, old: Option<Footprint>, new: Footprint) -> Footprint {
+        let old = old.unwrap_or_default();
+        let change =
+            |total: usize, old: usize, new: usize| total.saturating_sub(old).saturating_add(new);
+        Footprint {
+            tree: change(self.tree, old.tree, new.tree),
+            json: change(self.json, old.json, new.json),
+            json_bound: change(self.json_bound, old.json_bound, new.json_bound),
+        }
+    }
+}
+
+/// The estimate of one entry of a map: its key, its value, a colon and a comma.
+pub(super) fn entry(key: &String, value: &Value) -> Footprint {
+    let mut total = string(key);
+    total += punctuation(2);
+    add(value, &mut total);
+    total
 }
 
 /// Estimates `value`'s memory and JSON length; the sums saturate, so no tree overflows them.
@@ -90,30 +127,27 @@ pub(super) fn estimate(value: &Value) -> Footprint {
 }
 
 fn add(value: &Value, total: &mut Footprint) {
-    let scalar = |json| Footprint { tree: 0, json };
     match value {
-        Value::Null => *total += scalar(4),
-        Value::Bool(true) => *total += scalar(4),
-        Value::Bool(false) => *total += scalar(5),
-        Value::Number(number) => *total += scalar(number_length(number)),
+        Value::Null => *total += punctuation(4),
+        Value::Bool(true) => *total += punctuation(4),
+        Value::Bool(false) => *total += punctuation(5),
+        Value::Number(number) => *total += punctuation(number_length(number)),
         Value::String(text) => *total += string(text),
         Value::Array(items) => {
             let slots = items.capacity().saturating_mul(size_of::<Value>());
             // Brackets, and a comma between items.
-            *total += Footprint {
-                tree: if slots == 0 { 0 } else { block(slots) },
-                json: items.len().max(1).saturating_add(1),
-            };
+            *total += punctuation(items.len().max(1).saturating_add(1));
+            total.tree = total
+                .tree
+                .saturating_add(if slots == 0 { 0 } else { block(slots) });
             for item in items {
                 add(item, total);
             }
         }
         Value::Object(entries) => {
             // Braces, a colon per entry and a comma between entries.
-            *total += Footprint {
-                tree: map_nodes(entries.len()),
-                json: entries.len().saturating_mul(2).max(1).saturating_add(1),
-            };
+            *total += punctuation(entries.len().saturating_mul(2).max(1).saturating_add(1));
+            total.tree = total.tree.saturating_add(map_nodes(entries.len()));
             for (key, item) in entries {
                 *total += string(key);
                 add(item, total);

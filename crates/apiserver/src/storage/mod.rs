@@ -55,6 +55,7 @@ use self::watch::Watchers;
 pub use self::watch::{Watch, WatchError};
 
 use self::data_dir::{AppendError, DataDir};
+use self::footprint::Footprint;
 use self::history::History;
 pub use self::history::HistoryUsage;
 use self::meta::{
@@ -459,7 +460,6 @@ impl Store {
             object["status"] = serde_json::json!({"phase": "Active"});
         }
 
-        fit_in_storage(&mut object)?;
         let mut state = self.lock_for_write()?;
         if kind.namespaced {
             self.check_namespace(&state, kind, namespace, &given_name)?;
@@ -487,15 +487,17 @@ impl Store {
         if let Ok(metadata) = metadata_mut(&mut object) {
             metadata.insert("name".into(), Value::String(name.clone()));
         }
+        let estimate = fit_in_storage(&mut object)?;
         if dry_run {
-            return Ok(Arc::new(StoredObject::new(object)));
+            return Ok(Arc::new(StoredObject::with_estimate(object, estimate)));
         }
-        let created = self.commit(
+        let created = self.commit_estimated(
             &mut state,
             &kind.key(),
             namespace,
             &name,
-            Some(object),
+            object,
+            estimate,
             EventType::Added,
         );
         self.publish(state)?;
@@ -712,7 +714,6 @@ impl Store {
     ) -> Result<(Arc<StoredObject>, bool), StoreError> {
         let namespace = if kind.namespaced { namespace } else { "" };
         set_type(kind, &mut object);
-        fit_in_storage(&mut object)?;
         let body_version = metadata_mut(&mut object)?
             .get("resourceVersion")
             .and_then(Value::as_str)
@@ -825,9 +826,10 @@ impl Store {
             self.wait_durable(state, stored_version(&old))?;
             return Ok((old, false));
         }
+        let estimate = fit_in_storage(&mut new)?;
         if dry_run {
             self.wait_durable(state, stored_version(&old))?;
-            return Ok((Arc::new(StoredObject::new(new)), false));
+            return Ok((Arc::new(StoredObject::with_estimate(new, estimate)), false));
         }
         let finalized = new["metadata"].get("deletionTimestamp").is_some() && !held(kind, &new);
         if finalized {
@@ -851,12 +853,13 @@ impl Store {
             self.publish(state)?;
             return Ok((deleted, false));
         }
-        let updated = self.commit(
+        let updated = self.commit_estimated(
             &mut state,
             &kind.key(),
             namespace,
             name,
-            Some(new),
+            new,
+            estimate,
             EventType::Modified,
         );
         self.publish(state)?;
@@ -1014,13 +1017,62 @@ impl Store {
         object: Option<Value>,
         event_type: EventType,
     ) -> Arc<StoredObject> {
+        let object = object.unwrap_or_else(|| Value::Object(Map::new()));
+        self.commit_object(state, resource, namespace, name, object, None, event_type)
+    }
+
+    /// [`commit`](Self::commit) of an object [`fit_in_storage`] estimated: its estimate is
+    /// kept, with the new resourceVersion, rather than worked out again under the lock.
+    #[allow(clippy::too_many_arguments)]
+    fn commit_estimated(
+        &self,
+        state: &mut State,
+        resource: &ResourceKey,
+        namespace: &str,
+        name: &str,
+        object: Value,
+        estimate: Footprint,
+        event_type: EventType,
+    ) -> Arc<StoredObject> {
+        self.commit_object(
+            state,
+            resource,
+            namespace,
+            name,
+            object,
+            Some(estimate),
+            event_type,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn commit_object(
+        &self,
+        state: &mut State,
+        resource: &ResourceKey,
+        namespace: &str,
+        name: &str,
+        mut object: Value,
+        estimate: Option<Footprint>,
+        event_type: EventType,
+    ) -> Arc<StoredObject> {
         state.issued += 1;
         let version = state.issued;
-        let mut object = object.unwrap_or_else(|| Value::Object(Map::new()));
+        let mut estimate = estimate;
         if let Ok(metadata) = metadata_mut(&mut object) {
-            metadata.insert("resourceVersion".into(), Value::String(version.to_string()));
+            let key = String::from("resourceVersion");
+            let value = Value::String(version.to_string());
+            let entry = footprint::entry(&key, &value);
+            let replaced = metadata.insert(key.clone(), value);
+            estimate = estimate.map(|estimate| {
+                let old = replaced.map(|old| footprint::entry(&key, &old));
+                estimate.replacing(old, entry)
+            });
         }
-        let object = Arc::new(StoredObject::new(object));
+        let object = Arc::new(match estimate {
+            Some(estimate) => StoredObject::with_estimate(object, estimate),
+            None => StoredObject::new(object),
+        });
         let objects = state.objects.entry(resource.clone()).or_default();
         let key = (namespace.to_string(), name.to_string());
         let previous = if event_type == EventType::Deleted {
@@ -1516,48 +1568,22 @@ pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 /// Checks that `object` fits in [`MAX_OBJECT_BYTES`] as JSON; if it does not, its
 /// `managedFields` are dropped and it is checked again, as kube-apiserver retries a write that
 /// etcd found too large. (etcd holds built-in kinds as protobuf, a little smaller than JSON.)
-fn fit_in_storage(object: &mut Value) -> Result<(), StoreError> {
-    // Almost every object is far below the limit: a bound, which formats and escapes nothing,
-    // settles those; only an object near the limit is counted exactly.
-    if json_len_bound(object) <= MAX_OBJECT_BYTES || json_len(object) <= MAX_OBJECT_BYTES {
-        return Ok(());
+/// Returns the object's estimate (see [`StoredObject::footprint`]), which the same walk makes.
+fn fit_in_storage(object: &mut Value) -> Result<Footprint, StoreError> {
+    let estimate = footprint::estimate(object);
+    // Almost every object is far below the limit: the bound, which formats and escapes
+    // nothing, settles those; only an object near the limit is counted exactly.
+    if estimate.json_bound <= MAX_OBJECT_BYTES || json_len(object) <= MAX_OBJECT_BYTES {
+        return Ok(estimate);
     }
     let dropped = object
         .get_mut("metadata")
         .and_then(Value::as_object_mut)
         .and_then(|metadata| metadata.remove("managedFields"));
     if dropped.is_some() && json_len(object) <= MAX_OBJECT_BYTES {
-        return Ok(());
+        return Ok(footprint::estimate(object));
     }
     Err(StoreError::RequestTooLarge)
-}
-
-/// At least the length of `value` as compact JSON: a string is counted as if each of its bytes
-/// took the longest escape (`\u00XX`), a number as its longest form; saturating, so a huge tree
-/// gives `usize::MAX` rather than wrapping.
-fn json_len_bound(value: &Value) -> usize {
-    /// serde_json writes an integer in at most 20 characters and a float in at most 24.
-    const LONGEST_NUMBER: usize = 24;
-    let string = |text: &str| text.len().saturating_mul(6).saturating_add(2);
-    match value {
-        Value::Null => 4,
-        Value::Bool(_) => 5,
-        Value::Number(_) => LONGEST_NUMBER,
-        Value::String(text) => string(text),
-        // Brackets, and a comma after each item (one more than needed).
-        Value::Array(items) => items.iter().fold(2, |length, item| {
-            length
-                .saturating_add(json_len_bound(item))
-                .saturating_add(1)
-        }),
-        // Braces, and per entry its key, a colon and a comma.
-        Value::Object(entries) => entries.iter().fold(2, |length, (key, item)| {
-            length
-                .saturating_add(string(key))
-                .saturating_add(json_len_bound(item))
-                .saturating_add(2)
-        }),
-    }
 }
 
 /// The length of `value` as compact JSON, counted without writing it out.

@@ -41,6 +41,16 @@ impl StoredObject {
         }
     }
 
+    /// Keeps `value`, whose estimate (see [`footprint`](Self::footprint)) the caller made
+    /// already.
+    pub(super) fn with_estimate(value: Value, estimate: Footprint) -> Self {
+        Self {
+            value,
+            json: OnceLock::new(),
+            estimate: OnceLock::from(estimate),
+        }
+    }
+
     /// The memory the object takes, in bytes, estimated from its tree's shape: the tree's heap
     /// blocks, its JSON (made or not yet), and the object itself. Worked out once, in one walk
     /// of the tree.
@@ -64,7 +74,7 @@ impl StoredObject {
     }
 
     /// The tree's estimated memory and JSON length, worked out on first use.
-    fn estimate(&self) -> Footprint {
+    pub(super) fn estimate(&self) -> Footprint {
         *self.estimate.get_or_init(|| estimate(&self.value))
     }
 

@@ -816,6 +816,20 @@ proptest::proptest! {
     fn the_size_bound_is_never_below_the_json_length(value in arbitrary_json()) {
         let length = serde_json::to_vec(&value).unwrap().len();
         proptest::prop_assert_eq!(json_len(&value), length);
-        proptest::prop_assert!(json_len_bound(&value) >= length);
+        proptest::prop_assert!(footprint::estimate(&value).json_bound >= length);
     }
+}
+
+#[test]
+fn a_written_object_keeps_the_estimate_made_when_it_was_checked() {
+    let store = Store::new(StoreConfig::default());
+    let kind = kind("configmaps");
+    let object = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+    let created = store.create(&kind, "default", object).unwrap();
+    // Made before the resourceVersion was set, and brought up to date with it.
+    assert_eq!(created.estimate(), footprint::estimate(created.value()));
+    let mut changed = created.value().clone();
+    changed["data"]["k"] = json!("w");
+    let (updated, _) = store.update(&kind, "default", "a", changed, false).unwrap();
+    assert_eq!(updated.estimate(), footprint::estimate(updated.value()));
 }
