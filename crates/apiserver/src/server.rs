@@ -64,6 +64,13 @@ pub enum ServerError {
     /// The data directory could not be opened or recovered.
     #[error("cannot open the data directory: {0}")]
     Storage(#[from] PersistError),
+    /// `serde_json::Map` keeps its keys in insertion order in this build: a crate in it enables
+    /// serde_json's `preserve_order` feature. Server-side apply walks objects' fields in name
+    /// order and would merge them wrongly.
+    #[error(
+        "serde_json's `preserve_order` feature is enabled in this build (see `cargo tree -e features -i serde_json`); the API server needs JSON objects kept in key order"
+    )]
+    JsonMapsInInsertionOrder,
 }
 
 /// How to run an API server.
@@ -131,6 +138,9 @@ impl ApiServer {
     /// Binds and starts serving on the current Tokio runtime: HTTPS with
     /// [`ApiServerConfig::tls`], plain HTTP without.
     pub async fn start(config: ApiServerConfig) -> Result<Self, ServerError> {
+        if !crate::apply::typed::json_maps_are_sorted() {
+            return Err(ServerError::JsonMapsInInsertionOrder);
+        }
         // Recovery reads and fsyncs files: off the async worker threads.
         let store = match config.data_dir.clone() {
             Some(path) => {

@@ -629,3 +629,10 @@ fn items_with_one_key_are_never_the_same_fields_as_two_items() {
         "items in another order than their keys'"
     );
 }
+
+#[test]
+fn json_objects_keep_their_keys_in_order_in_this_build() {
+    // A dependency that enables serde_json's `preserve_order` would make the server refuse to
+    // start (the merge walks fields in name order); this fails first.
+    assert!(super::typed::json_maps_are_sorted());
+}

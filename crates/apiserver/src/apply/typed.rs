@@ -216,6 +216,18 @@ fn field_set_walk(value: &Value, ty: &Type) -> Result<Set, TypeError> {
     Ok(set)
 }
 
+/// Whether `serde_json::Map` iterates in key order, as it does unless a crate in the build
+/// enables serde_json's `preserve_order` feature (then it keeps insertion order). The merge
+/// walks two objects' fields side by side in that order; [`crate::server::ApiServer::start`]
+/// refuses to start without it.
+pub fn json_maps_are_sorted() -> bool {
+    let map: Map<String, Value> = [("b", Value::Null), ("a", Value::Null)]
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect();
+    map.keys().next().is_some_and(|first| first == "a")
+}
+
 /// The keys of two JSON objects (each sorted), once each, in order.
 fn union_keys<'a>(
     left: Option<&'a Map<String, Value>>,
