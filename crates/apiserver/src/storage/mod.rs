@@ -491,13 +491,13 @@ impl Store {
         if dry_run {
             return Ok(Arc::new(StoredObject::with_estimate(object, estimate)));
         }
-        let created = self.commit_estimated(
+        let created = self.commit_object(
             &mut state,
             &kind.key(),
             namespace,
             &name,
             object,
-            estimate,
+            Some(estimate),
             EventType::Added,
         );
         self.publish(state)?;
@@ -853,13 +853,13 @@ impl Store {
             self.publish(state)?;
             return Ok((deleted, false));
         }
-        let updated = self.commit_estimated(
+        let updated = self.commit_object(
             &mut state,
             &kind.key(),
             namespace,
             name,
             new,
-            estimate,
+            Some(estimate),
             EventType::Modified,
         );
         self.publish(state)?;
@@ -1021,30 +1021,9 @@ impl Store {
         self.commit_object(state, resource, namespace, name, object, None, event_type)
     }
 
-    /// [`commit`](Self::commit) of an object [`fit_in_storage`] estimated: its estimate is
-    /// kept, with the new resourceVersion, rather than worked out again under the lock.
-    #[allow(clippy::too_many_arguments)]
-    fn commit_estimated(
-        &self,
-        state: &mut State,
-        resource: &ResourceKey,
-        namespace: &str,
-        name: &str,
-        object: Value,
-        estimate: Footprint,
-        event_type: EventType,
-    ) -> Arc<StoredObject> {
-        self.commit_object(
-            state,
-            resource,
-            namespace,
-            name,
-            object,
-            Some(estimate),
-            event_type,
-        )
-    }
-
+    /// [`commit`](Self::commit) of `object`; `estimate`, if [`fit_in_storage`] made it, is kept
+    /// (brought up to date for the new resourceVersion) rather than worked out again under the
+    /// lock.
     #[allow(clippy::too_many_arguments)]
     fn commit_object(
         &self,
@@ -1062,11 +1041,11 @@ impl Store {
         if let Ok(metadata) = metadata_mut(&mut object) {
             let key = String::from("resourceVersion");
             let value = Value::String(version.to_string());
-            let entry = footprint::entry(&key, &value);
+            let new = estimate.map(|_| footprint::entry(&key, &value));
             let replaced = metadata.insert(key.clone(), value);
-            estimate = estimate.map(|estimate| {
+            estimate = estimate.zip(new).map(|(estimate, new)| {
                 let old = replaced.map(|old| footprint::entry(&key, &old));
-                estimate.replacing(old, entry)
+                estimate.replacing(old, new)
             });
         }
         let object = Arc::new(match estimate {
