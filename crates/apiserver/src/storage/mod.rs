@@ -478,16 +478,17 @@ impl Store {
         } else {
             given_name
         };
+        if let Ok(metadata) = metadata_mut(&mut object) {
+            metadata.insert("name".into(), Value::String(name.clone()));
+        }
+        // etcd refuses a request too large before its transaction finds the key taken.
+        let estimate = fit_in_storage(&mut object)?;
         if objects.contains_key(&(namespace.to_string(), name.clone())) {
             return Err(StoreError::AlreadyExists {
                 resource: kind.qualified_name(),
                 name,
             });
         }
-        if let Ok(metadata) = metadata_mut(&mut object) {
-            metadata.insert("name".into(), Value::String(name.clone()));
-        }
-        let estimate = fit_in_storage(&mut object)?;
         if dry_run {
             return Ok(Arc::new(StoredObject::with_estimate(object, estimate)));
         }

@@ -777,6 +777,15 @@ fn an_object_too_large_for_etcd_loses_its_managed_fields_or_is_refused() {
         (500, "", "etcdserver: request is too large")
     );
     assert!(store.get(&configmaps, "default", "refused").is_err());
+    // Too large under a name that is taken: etcd's size check comes before its transaction's.
+    assert_eq!(
+        store.create(
+            &configmaps,
+            "default",
+            big("whole", MAX_OBJECT_BYTES + 1, 10)
+        ),
+        Err(StoreError::RequestTooLarge)
+    );
     // An update that grows an object past the limit is refused the same way.
     let mut grown = (*whole).clone();
     grown["data"]["blob"] = json!("y".repeat(MAX_OBJECT_BYTES));
