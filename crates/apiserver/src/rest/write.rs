@@ -352,8 +352,8 @@ async fn update_checked(
     } = item;
     let context = strategy_context(app);
     let check = |object: &mut Value| {
-        strategy::prepare_for_update(kind, object, old, status_only, subresource, &context)?;
-        strategy::validate_update(kind, object, old, status_only, subresource)
+        strategy::prepare_for_update(kind, object, old, subresource, &context)?;
+        strategy::validate_update(kind, object, old, subresource)
     };
     let store = |object: Value| {
         deferring(|| {

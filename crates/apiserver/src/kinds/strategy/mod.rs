@@ -64,18 +64,16 @@ pub(crate) fn prepare_for_create(
     }
 }
 
-/// Prepares an update of `old` to `new` of `kind` for storing (`status_only`: a write of the
-/// `status` subresource; `subresource`: the subresource written through, empty for the object
-/// itself).
+/// Prepares an update of `old` to `new` of `kind` for storing, written through `subresource`
+/// (empty for the object itself; `status` for its status).
 pub(crate) fn prepare_for_update(
     kind: &ResourceKind,
     new: &mut Value,
     old: &Value,
-    status_only: bool,
     subresource: &str,
     context: &Context<'_>,
 ) -> Result<(), ApiError> {
-    if status_only {
+    if subresource == "status" {
         return Ok(());
     }
     if kind.custom.is_some() {
@@ -118,14 +116,14 @@ pub(crate) fn validate_create(kind: &ResourceKind, object: &Value) -> Result<(),
 
 /// Checks an update of `old` to `new` of `kind` as its strategy's `ValidateUpdate` does (custom
 /// resources, CRDs, ConfigMaps' and Secrets' data, and what an update may change of a Pod);
-/// `status_only` and `subresource` as for [`prepare_for_update`].
+/// `subresource` as for [`prepare_for_update`].
 pub(crate) fn validate_update(
     kind: &ResourceKind,
     new: &Value,
     old: &Value,
-    status_only: bool,
     subresource: &str,
 ) -> Result<(), ApiError> {
+    let status_only = subresource == "status";
     if kind.is_crd() && !status_only {
         return refuse(kind, new, custom::definition::validate_update(new, old));
     }
@@ -135,7 +133,7 @@ pub(crate) fn validate_update(
         return refuse(kind, new, errors);
     }
     // A Pod's subresources (`status`, `ephemeralcontainers`) have checks of their own.
-    if is_pods(kind) && !status_only && subresource.is_empty() {
+    if is_pods(kind) && subresource.is_empty() {
         return refuse(kind, new, pod_update::update_errors(new, old));
     }
     let Some(version) = &kind.custom else {
