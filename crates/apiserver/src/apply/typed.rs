@@ -390,10 +390,7 @@ pub fn merge_in_place(
         (Node::Associative(kind), Value::Array(right), Value::Array(left)) if same_shape => {
             let item_type = ty.item();
             if !same_keys_in_order(&kind, &item_type, left, right) {
-                let merged = merge_list(left, right, &kind, ty)?;
-                let changed = merged != *left;
-                *right = merged;
-                return Ok(changed);
+                return merge_list_in_place(right, left, &kind, &item_type);
             }
             let mut changed = false;
             for (config, live) in right.iter_mut().zip(left) {
@@ -432,9 +429,7 @@ pub fn without(value: &Value, path: &[&str]) -> Value {
     }
 }
 
-/// Merges two associative lists as structured-merge-diff orders them: items both have come in
-/// `right`'s order, each item only `left` has stays after the shared item it followed, and
-/// each item only `right` has comes where `right` has it.
+/// Merges two associative lists as structured-merge-diff orders them (see [`merged_order`]).
 fn merge_list(
     left: &[Value],
     right: &[Value],
@@ -454,11 +449,75 @@ fn merge_list(
         }
         return Ok(out);
     }
+    let mut out = Vec::new();
+    for MergedItem { step, live, config } in merged_order(left, right, kind, &item_type)? {
+        let config = config.and_then(|index| right.get(index));
+        let merged = merge_walk(live, config, &item_type).map_err(|error| error.under(&step))?;
+        out.extend(merged);
+    }
+    Ok(out)
+}
+
+/// [`merge_list`] in place, in `right`: its items are moved, and merged with theirs of `left`
+/// in place; only the items `left` alone has are copied. Returns whether the merged list
+/// differs from `left`.
+fn merge_list_in_place(
+    right: &mut Vec<Value>,
+    left: &[Value],
+    kind: &ListKind,
+    item_type: &Type,
+) -> Result<bool, TypeError> {
+    let order = merged_order(left, right, kind, item_type)?;
+    let mut config_items: Vec<Option<Value>> =
+        std::mem::take(right).into_iter().map(Some).collect();
+    let mut changed = order.len() != left.len();
+    right.reserve(order.len());
+    for (index, MergedItem { step, live, config }) in order.into_iter().enumerate() {
+        let config = config.and_then(|index| config_items.get_mut(index)?.take());
+        // Whether the item is the one `left` has at its place (the merge compares the item
+        // with `live`, which is that one only if it is at this place).
+        let at_place =
+            live.is_some_and(|live| left.get(index).is_some_and(|l| std::ptr::eq(l, live)));
+        let (item, same) = match (config, live) {
+            (Some(mut item), Some(live)) => {
+                let item_changed = merge_in_place(&mut item, live, item_type, &[])
+                    .map_err(|error| error.under(&step))?;
+                (item, at_place && !item_changed)
+            }
+            (Some(item), None) => (item, false),
+            (None, Some(live)) => (live.clone(), at_place),
+            // Each entry of the order has an item on one side at least.
+            (None, None) => continue,
+        };
+        changed |= !same && left.get(index) != Some(&item);
+        right.push(item);
+    }
+    Ok(changed)
+}
+
+/// One item of a merged associative list: its key, and the items it merges, `left`'s and
+/// the index of `right`'s (one side at least).
+struct MergedItem<'a> {
+    step: PathElement,
+    live: Option<&'a Value>,
+    config: Option<usize>,
+}
+
+/// The items of two associative lists merged, in the order structured-merge-diff gives them:
+/// items both have come in `right`'s order, each item only `left` has stays after the shared
+/// item it followed, and each item only `right` has comes where `right` has it. Two items of
+/// `right` with one key are an error; of two items of `left` with one key, the first is merged.
+fn merged_order<'a>(
+    left: &'a [Value],
+    right: &[Value],
+    kind: &ListKind,
+    item_type: &Type,
+) -> Result<Vec<MergedItem<'a>>, TypeError> {
     let mut right_steps = Vec::with_capacity(right.len());
-    let mut right_items: BTreeMap<PathElement, &Value> = BTreeMap::new();
-    for item in right {
-        let step = item_step(kind, &item_type, item)?;
-        if right_items.insert(step.clone(), item).is_some() {
+    let mut right_items: BTreeMap<PathElement, usize> = BTreeMap::new();
+    for (index, item) in right.iter().enumerate() {
+        let step = item_step(kind, item_type, item)?;
+        if right_items.insert(step.clone(), index).is_some() {
             return Err(TypeError::new(format!("duplicate entries for key {step}")));
         }
         right_steps.push(step);
@@ -466,7 +525,7 @@ fn merge_list(
     let mut left_steps = Vec::with_capacity(left.len());
     let mut left_items: BTreeMap<PathElement, &Value> = BTreeMap::new();
     for item in left {
-        let step = item_step(kind, &item_type, item)?;
+        let step = item_step(kind, item_type, item)?;
         left_items.entry(step.clone()).or_insert(item);
         left_steps.push(step);
     }
@@ -477,27 +536,21 @@ fn merge_list(
         .collect::<std::collections::VecDeque<_>>();
     let mut next_shared = shared.pop_front();
     let mut merged_right: std::collections::BTreeSet<PathElement> = Default::default();
-    let mut out = Vec::with_capacity(left.len().max(right.len()));
-    let (mut l, mut r) = (0, 0);
-    let mut push = |step: &PathElement, lhs: Option<&Value>, rhs: Option<&Value>| {
-        merge_walk(lhs, rhs, &item_type)
-            .map_err(|error| error.under(step))
-            .map(|merged| {
-                if let Some(merged) = merged {
-                    out.push(merged);
-                }
-            })
+    let mut order = Vec::with_capacity(left.len().max(right.len()));
+    let mut push = |step: &PathElement, with_config: bool| {
+        order.push(MergedItem {
+            step: step.clone(),
+            live: left_items.get(step).copied(),
+            config: right_items.get(step).copied().filter(|_| with_config),
+        });
     };
+    let (mut l, mut r) = (0, 0);
     while l < left_steps.len() || r < right_steps.len() {
         if l < left_steps.len() && r < right_steps.len() {
             let step = &left_steps[l];
             if *step == right_steps[r] {
                 merged_right.insert(step.clone());
-                push(
-                    step,
-                    left_items.get(step).copied(),
-                    right_items.get(step).copied(),
-                )?;
+                push(step, true);
                 l += 1;
                 r += 1;
                 next_shared = shared.pop_front();
@@ -513,7 +566,7 @@ fn merge_list(
         if l < left_steps.len() {
             let step = &left_steps[l];
             if !right_items.contains_key(step) {
-                push(step, left_items.get(step).copied(), None)?;
+                push(step, false);
                 l += 1;
                 continue;
             } else if merged_right.contains(step) {
@@ -521,20 +574,16 @@ fn merge_list(
             }
         }
         if r < right_steps.len() {
-            let step = right_steps[r].clone();
+            let step = &right_steps[r];
             merged_right.insert(step.clone());
-            push(
-                &step,
-                left_items.get(&step).copied(),
-                right_items.get(&step).copied(),
-            )?;
+            push(step, true);
             r += 1;
-            if next_shared.as_ref() == Some(&step) {
+            if next_shared.as_ref() == Some(step) {
                 next_shared = shared.pop_front();
             }
         }
     }
-    Ok(out)
+    Ok(order)
 }
 
 /// The fields that differ between two states of an object.
