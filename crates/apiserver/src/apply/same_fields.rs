@@ -105,7 +105,7 @@ fn compare_level(
                     let (child_type, shared) = ty.allowed_field(name)?;
                     let member = owned_whole(child, &child_type, shared.is_some());
                     let step = match shared {
-                        Some(shared) => PathElement::Field(shared),
+                        Some(shared) => PathElement::Field(shared.clone()),
                         None => PathElement::field(name),
                     };
                     level.step(

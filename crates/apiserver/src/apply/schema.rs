@@ -4,6 +4,7 @@
 //! table (their Go types' markers), read once into a graph of message types; custom resources
 //! from their CRD's structural schema.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -150,13 +151,13 @@ pub enum Type {
 
 /// The shape a type gives a value, for the walkers.
 #[derive(Debug, Clone)]
-pub enum Node {
+pub enum Node<'a> {
     /// A leaf.
     Leaf,
     /// A map or struct whose fields merge one by one.
     Granular,
-    /// A list whose items merge by key or value.
-    Associative(ListKind),
+    /// A list whose items merge by key or value (a built-in type's list kind borrowed).
+    Associative(Cow<'a, ListKind>),
 }
 
 /// What a type expects a value to be, for validation.
@@ -215,7 +216,7 @@ impl Type {
     }
 
     /// How `value` (of this type) merges.
-    pub fn node(&self, value: &Value) -> Node {
+    pub fn node(&self, value: &Value) -> Node<'_> {
         match self {
             Self::Scalar(_) | Self::Atomic => Node::Leaf,
             Self::Deduced | Self::Root(_) => match value {
@@ -238,7 +239,7 @@ impl Type {
             }
             Self::List(_, list) => match (list, value) {
                 (ListKind::Atomic, _) => Node::Leaf,
-                (_, Value::Array(_)) => Node::Associative(list.clone()),
+                (_, Value::Array(_)) => Node::Associative(Cow::Borrowed(list)),
                 _ => Node::Leaf,
             },
             Self::Schema(schema) => schema_node(schema, value),
@@ -248,59 +249,62 @@ impl Type {
     /// The type of field `name` of a granular map or struct of this type, and whether the
     /// struct declares it (a declared field that holds a non-empty value is not owned itself,
     /// only what it holds). A field the type does not allow is deduced.
-    pub fn field(&self, name: &str) -> (Type, bool) {
+    pub fn field(&self, name: &str) -> (Cow<'_, Type>, bool) {
         match self.allowed_field(name) {
             Some((ty, declared)) => (ty, declared.is_some()),
-            None => (Self::Deduced, false),
+            None => (Cow::Owned(Self::Deduced), false),
         }
     }
 
     /// Like [`field`](Type::field), with the path step to the field (sharing the name the type
     /// holds, for a declared field).
-    pub fn field_step(&self, name: &str) -> (Type, bool, PathElement) {
+    pub fn field_step(&self, name: &str) -> (Cow<'_, Type>, bool, PathElement) {
         match self.allowed_field(name) {
-            Some((ty, Some(shared))) => (ty, true, PathElement::Field(shared)),
+            Some((ty, Some(shared))) => (ty, true, PathElement::Field(shared.clone())),
             Some((ty, None)) => (ty, false, PathElement::field(name)),
-            None => (Self::Deduced, false, PathElement::field(name)),
+            None => (Cow::Owned(Self::Deduced), false, PathElement::field(name)),
         }
     }
 
     /// The type of field `name`, and its shared name when the type declares it; `None` when the
     /// type does not allow the field (what the strict reading of an applied configuration
     /// rejects).
-    pub fn allowed_field(&self, name: &str) -> Option<(Type, Option<Name>)> {
+    ///
+    /// A built-in type's field types are borrowed: every request walks the same schema, and
+    /// counting references to it on each step would make both cores write to its counts.
+    pub fn allowed_field(&self, name: &str) -> Option<(Cow<'_, Type>, Option<&Name>)> {
         match self {
             Self::Root(inner) => match name {
                 "apiVersion" => Some((
-                    Self::Scalar(ScalarKind::String),
-                    Some(ROOT_NAMES[0].clone()),
+                    Cow::Owned(Self::Scalar(ScalarKind::String)),
+                    Some(&ROOT_NAMES[0]),
                 )),
                 "kind" => Some((
-                    Self::Scalar(ScalarKind::String),
-                    Some(ROOT_NAMES[1].clone()),
+                    Cow::Owned(Self::Scalar(ScalarKind::String)),
+                    Some(&ROOT_NAMES[1]),
                 )),
-                "metadata" => Some((message_type(OBJECT_META), Some(ROOT_NAMES[2].clone()))),
+                "metadata" => Some((Cow::Owned(message_type(OBJECT_META)), Some(&ROOT_NAMES[2]))),
                 _ => inner.allowed_field(name),
             },
             Self::Message(message) => message
                 .field(name)
-                .map(|(shared, ty)| (ty.clone(), Some(shared.clone()))),
-            Self::Map(element, _) => Some(((**element).clone(), None)),
+                .map(|(shared, ty)| (Cow::Borrowed(ty), Some(shared))),
+            Self::Map(element, _) => Some((Cow::Borrowed(&**element), None)),
             Self::Schema(schema) => schema_field(schema, name),
-            Self::Deduced | Self::Atomic => Some((Self::Deduced, None)),
+            Self::Deduced | Self::Atomic => Some((Cow::Owned(Self::Deduced), None)),
             Self::Scalar(_) | Self::List(..) => None,
         }
     }
 
     /// The type of the items of a list of this type.
-    pub fn item(&self) -> Type {
+    pub fn item(&self) -> Cow<'_, Type> {
         match self {
-            Self::List(element, _) => (**element).clone(),
-            Self::Schema(schema) => match &schema.items {
+            Self::List(element, _) => Cow::Borrowed(&**element),
+            Self::Schema(schema) => Cow::Owned(match &schema.items {
                 Some(items) => Self::Schema(items.clone()),
                 None => Self::Deduced,
-            },
-            _ => Self::Deduced,
+            }),
+            _ => Cow::Owned(Self::Deduced),
         }
     }
 
@@ -369,7 +373,7 @@ fn message_type(name: &str) -> Type {
 
 /// How `value` of a CRD schema node merges: `x-kubernetes-map-type` and
 /// `x-kubernetes-list-type` (lists atomic by default).
-fn schema_node(schema: &structural::Node, value: &Value) -> Node {
+fn schema_node(schema: &structural::Node, value: &Value) -> Node<'static> {
     match value {
         Value::Object(_) => {
             let scalar = matches!(
@@ -384,7 +388,7 @@ fn schema_node(schema: &structural::Node, value: &Value) -> Node {
         }
         Value::Array(_) => match &schema.list_type {
             structural::ListType::Atomic => Node::Leaf,
-            list => Node::Associative(ListKind::from(list)),
+            list => Node::Associative(Cow::Owned(ListKind::from(list))),
         },
         _ => Node::Leaf,
     }
@@ -392,20 +396,34 @@ fn schema_node(schema: &structural::Node, value: &Value) -> Node {
 
 /// The type of field `name` of a CRD schema node (with its name when it is declared); `None`
 /// when the node does not allow it.
-fn schema_field(schema: &structural::Node, name: &str) -> Option<(Type, Option<Name>)> {
+fn schema_field<'a>(
+    schema: &'a structural::Node,
+    name: &str,
+) -> Option<(Cow<'a, Type>, Option<&'a Name>)> {
     if schema.embedded_resource {
         match name {
-            "apiVersion" | "kind" => {
-                return Some((Type::Scalar(ScalarKind::String), Some(Name::from(name))));
+            "apiVersion" => {
+                return Some((
+                    Cow::Owned(Type::Scalar(ScalarKind::String)),
+                    Some(&ROOT_NAMES[0]),
+                ));
             }
-            "metadata" => return Some((message_type(OBJECT_META), Some(Name::from(name)))),
+            "kind" => {
+                return Some((
+                    Cow::Owned(Type::Scalar(ScalarKind::String)),
+                    Some(&ROOT_NAMES[1]),
+                ));
+            }
+            "metadata" => {
+                return Some((Cow::Owned(message_type(OBJECT_META)), Some(&ROOT_NAMES[2])));
+            }
             _ => {}
         }
     }
     match schema.field(name) {
-        Some((field, declared)) => Some((Type::Schema(field.clone()), declared.cloned())),
+        Some((field, declared)) => Some((Cow::Owned(Type::Schema(field.clone())), declared)),
         None if schema.preserve_unknown_fields || schema.json_type.is_none() => {
-            Some((Type::Deduced, None))
+            Some((Cow::Owned(Type::Deduced), None))
         }
         None => None,
     }

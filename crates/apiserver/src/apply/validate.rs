@@ -108,7 +108,7 @@ fn check_and_collect<'a>(
                 path.pop();
                 let declared = shared.is_some();
                 let step = match shared {
-                    Some(shared) => PathElement::Field(shared),
+                    Some(shared) => PathElement::Field(shared.clone()),
                     None => PathElement::field(name),
                 };
                 add_field(&mut set, step, declared, child, &child_type, inner);
