@@ -13,6 +13,7 @@
 //! for the items of a list: each lookup first tries the entry after the last one found (see
 //! [`Entries`]), and searches the level only when that is not it.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::iter::Peekable;
 
@@ -64,10 +65,44 @@ struct Adjustments<'a> {
 }
 
 impl<'a> Adjustments<'a> {
+    /// Whether any adjustment applies at this level or below (mostly not: they are near the
+    /// root).
+    fn any(self) -> bool {
+        self.ignored.is_some() || self.stripped.is_some()
+    }
+
     fn below(self, step: &PathElement) -> Adjustments<'a> {
         Adjustments {
             ignored: self.ignored.and_then(|set| set.with_prefix(step)),
             stripped: self.stripped.and_then(|set| set.with_prefix(step)),
+        }
+    }
+}
+
+/// A step of the walk: a field by its name, whose [`PathElement`] is made only where an
+/// adjustment needs one (a field's is a shared name, and counting references to it on every
+/// step would make both cores write to its count), or a list item's.
+enum Step<'a> {
+    Field(&'a str),
+    Element(PathElement),
+}
+
+impl Step<'_> {
+    fn element(&self) -> Cow<'_, PathElement> {
+        match self {
+            Self::Field(name) => Cow::Owned(PathElement::field(name)),
+            Self::Element(element) => Cow::Borrowed(element),
+        }
+    }
+
+    /// Writes the step's `FieldsV1` key, as [`PathElement::write_fields_v1`] does.
+    fn write_fields_v1(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Field(name) => {
+                out.extend_from_slice(b"f:");
+                out.extend_from_slice(name.as_bytes());
+            }
+            Self::Element(element) => element.write_fields_v1(out),
         }
     }
 }
@@ -104,12 +139,8 @@ fn compare_level(
                 for (name, child) in fields {
                     let (child_type, shared) = ty.allowed_field(name)?;
                     let member = owned_whole(child, &child_type, shared.is_some());
-                    let step = match shared {
-                        Some(shared) => PathElement::Field(shared.clone()),
-                        None => PathElement::field(name),
-                    };
                     level.step(
-                        &step,
+                        &Step::Field(name),
                         member,
                         child,
                         &child_type,
@@ -134,7 +165,7 @@ fn compare_level(
                         return None;
                     }
                     let entry = level.step(
-                        &step,
+                        &Step::Element(step),
                         true,
                         item,
                         &item_type,
@@ -175,7 +206,7 @@ impl Tally {
     #[allow(clippy::too_many_arguments)]
     fn step<'j>(
         &mut self,
-        step: &PathElement,
+        step: &Step<'_>,
         member: bool,
         child: &Value,
         child_type: &Type,
@@ -183,11 +214,20 @@ impl Tally {
         entries: &mut Entries<'j>,
         key: &mut Vec<u8>,
     ) -> Option<Option<&'j Value>> {
-        if has_member(adjustments.ignored, step) {
-            // Not recorded, but checked all the same (and rarely there: a resource's status).
-            return checked_field_set(child, child_type).is_ok().then_some(None);
-        }
-        let member = member && !has_member(adjustments.stripped, step);
+        let (member, below) = if adjustments.any() {
+            let element = step.element();
+            if has_member(adjustments.ignored, &element) {
+                // Not recorded, but checked all the same (and rarely there: a resource's
+                // status).
+                return checked_field_set(child, child_type).is_ok().then_some(None);
+            }
+            (
+                member && !has_member(adjustments.stripped, &element),
+                adjustments.below(&element),
+            )
+        } else {
+            (member, adjustments)
+        };
         key.clear();
         step.write_fields_v1(key);
         let found = entries.get(key);
@@ -196,7 +236,7 @@ impl Tally {
         let inner = compare_level(
             child,
             child_type,
-            adjustments.below(step),
+            below,
             entry.unwrap_or(&nothing),
             member,
             key,
