@@ -162,8 +162,8 @@ impl FieldManager {
 
     /// The managed fields an update starts from.
     fn starting_point(&self, live: Option<&Value>, new: &Value) -> ManagedFields {
-        let live_fields =
-            || ManagedFields::decode(live.and_then(managed_fields_of)).unwrap_or_default();
+        let live_entries = live.and_then(managed_fields_of);
+        let live_fields = || ManagedFields::decode(live_entries).unwrap_or_default();
         if !self.subresource.is_empty() {
             return live_fields();
         }
@@ -172,7 +172,10 @@ impl FieldManager {
             return ManagedFields::default();
         }
         match ManagedFields::decode(requested) {
-            Ok(managed) if !managed.is_empty() => managed,
+            // Sent back as read (an update of a read object): this server's own writing.
+            Ok(managed) if !managed.is_empty() && requested == live_entries => managed,
+            // The client's own: read into sets, so that what is written is this server's.
+            Ok(managed) if !managed.is_empty() => managed.read_into_sets(),
             _ => live_fields(),
         }
     }
@@ -215,14 +218,20 @@ impl FieldManager {
         })?;
         managed.managers = managers;
         if let Some(current) = managed.managers.remove(CURRENT_OPERATION) {
-            let mut set = current.set.into_set();
-            if let Some(previous) = managed.managers.remove(&key) {
-                set.absorb(previous.set.into_set());
-            }
+            let changed = current.set.into_set();
+            // What it changed now joins what it owned (kept as read: usually much more).
+            let set = match managed.managers.remove(&key) {
+                Some(previous) => {
+                    let mut owned = previous.set;
+                    owned.absorb(changed);
+                    owned
+                }
+                None => changed.into(),
+            };
             managed.managers.insert(
                 key.clone(),
                 Owned {
-                    set: set.into(),
+                    set,
                     api_version: current.api_version,
                     applied: false,
                 },

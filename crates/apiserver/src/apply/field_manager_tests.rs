@@ -110,6 +110,46 @@ fn an_update_takes_what_it_changes_and_a_no_op_changes_nothing() {
 }
 
 #[test]
+fn an_updater_adds_what_it_changes_to_what_it_owned() {
+    let live = created("creator");
+    let mut new = live.clone();
+    new["spec"]["paused"] = json!(true);
+    new["metadata"]["labels"]["tier"] = json!("web");
+    manager("apps", "deployments", "").update(Some(&live), &mut new, "creator");
+    let mut expected = owned_by(&live, "creator");
+    expected["f:spec"]["f:paused"] = json!({});
+    expected["f:metadata"]["f:labels"]["f:tier"] = json!({});
+    assert_eq!(owned_by(&new, "creator"), expected);
+    assert_eq!(entries(&new).len(), 1);
+}
+
+#[test]
+fn managed_fields_a_client_writes_are_stored_as_the_server_writes_them() {
+    let live = created("creator");
+    let mut new = live.clone();
+    new["spec"]["replicas"] = json!(2);
+    // A member written with `"."` alone, which the server writes `{}`; a member with
+    // children without `"."`, which then owns only them.
+    new["metadata"]["managedFields"] = json!([
+        {"manager": "creator", "operation": "Update", "apiVersion": "apps/v1",
+         "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:spec": {"f:replicas": {".": {}}, "f:paused": {".": {}}}}},
+        {"manager": "other", "operation": "Update", "apiVersion": "apps/v1",
+         "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {".": {}}}}}},
+    ]);
+    manager("apps", "deployments", "").update(Some(&live), &mut new, "creator");
+    assert_eq!(
+        owned_by(&new, "creator"),
+        json!({"f:spec": {"f:paused": {}, "f:replicas": {}}})
+    );
+    assert_eq!(
+        owned_by(&new, "other"),
+        json!({"f:metadata": {"f:labels": {"f:app": {}}}})
+    );
+}
+
+#[test]
 fn an_untracked_object_stays_untracked_and_reset_clears_the_fields() {
     let mut live = deployment(1);
     let mut new = live.clone();

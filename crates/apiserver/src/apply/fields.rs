@@ -4,11 +4,13 @@
 //! where they are, in the JSON, and written back as they were, rather than read whole into a
 //! set and written out again.
 //!
-//! The JSON is this server's own writing (entries a client sends are read into sets first), so
-//! a path's key in it is the one [`PathElement::to_fields_v1`] gives.
+//! The JSON is this server's own writing (entries a client sends are read into sets first:
+//! see [`ManagedFields::read_into_sets`](super::managed_fields::ManagedFields::read_into_sets)),
+//! so a path's key in it is the one [`PathElement::to_fields_v1`] gives.
 
 use std::borrow::Cow;
 
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 use super::path::PathElement;
@@ -86,6 +88,17 @@ impl Fields {
         }
     }
 
+    /// Owns the paths of `other` too. A manager that writes again mostly adds a few paths to
+    /// many: they are written into the JSON where they go, rather than the JSON read whole
+    /// into a set and written out again.
+    pub fn absorb(&mut self, other: Set) {
+        match self {
+            Self::Encoded(Value::Object(json)) => json_absorb(json, &other),
+            Self::Encoded(_) => *self = Self::Decoded(other),
+            Self::Decoded(set) => set.absorb(other),
+        }
+    }
+
     /// As `FieldsV1` JSON, taken.
     pub fn into_fields_v1(self) -> Value {
         match self {
@@ -124,6 +137,51 @@ fn json_intersection(json: &Map<String, Value>, other: &Set) -> Set {
         }
     }
     out
+}
+
+/// Adds the paths of `other` to `json`. A member's node is `{}`, or holds `"."` beside the
+/// nodes under it; a node without `"."` and with nodes under it is only their parent.
+fn json_absorb(json: &mut Map<String, Value>, other: &Set) {
+    let (members, children) = other.levels();
+    for member in members {
+        match json.entry(member.to_fields_v1()) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(Value::Object(Map::new()));
+            }
+            Entry::Occupied(mut occupied) => match occupied.get_mut() {
+                Value::Object(node) if !is_member(node) => {
+                    node.insert(".".into(), Value::Object(Map::new()));
+                }
+                Value::Object(_) => {}
+                // Not this server's writing: the member replaces it.
+                other => *other = Value::Object(Map::new()),
+            },
+        }
+    }
+    for (step, child) in children {
+        if child.is_empty() {
+            continue;
+        }
+        let node = match json.entry(step.to_fields_v1()) {
+            Entry::Vacant(vacant) => vacant.insert(Value::Object(Map::new())),
+            Entry::Occupied(occupied) => {
+                let node = occupied.into_mut();
+                match &mut *node {
+                    // A member without children keeps its membership as `"."` once it has some.
+                    Value::Object(existing) if existing.is_empty() => {
+                        existing.insert(".".into(), Value::Object(Map::new()));
+                    }
+                    Value::Object(_) => {}
+                    // Not this server's writing: the children replace it.
+                    other => *other = Value::Object(Map::new()),
+                }
+                node
+            }
+        };
+        if let Value::Object(node) = node {
+            json_absorb(node, child);
+        }
+    }
 }
 
 fn json_subtract(json: &mut Map<String, Value>, other: &Set) {
@@ -227,5 +285,44 @@ mod tests {
         let mut everything = encoded.clone();
         everything.subtract(&decoded.to_set());
         assert!(everything.is_empty());
+    }
+
+    /// Paths of fields, list items by key and set items, a few of each, so that two sets
+    /// share some paths and prefixes.
+    fn arbitrary_paths() -> impl proptest::strategy::Strategy<Value = Vec<Vec<PathElement>>> {
+        use proptest::prelude::*;
+        let step = prop_oneof![
+            prop::sample::select(vec!["a", "b", "c"]).prop_map(PathElement::field),
+            prop::sample::select(vec!["x", "y"]).prop_map(|name| {
+                PathElement::from_fields_v1(&format!(r#"k:{{"name":"{name}"}}"#)).unwrap()
+            }),
+            (0u8..3).prop_map(|value| PathElement::Value(json!(value))),
+        ];
+        prop::collection::vec(prop::collection::vec(step, 1..4), 0..8)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        #[test]
+        fn absorbing_into_the_json_writes_the_union(
+            first in arbitrary_paths(),
+            second in arbitrary_paths(),
+        ) {
+            let set_of = |paths: &[Vec<PathElement>]| {
+                let mut set = Set::new();
+                for path in paths {
+                    set.insert(path);
+                }
+                set
+            };
+            let (first, second) = (set_of(&first), set_of(&second));
+            let mut encoded = Fields::Encoded(first.to_fields_v1());
+            encoded.absorb(second.clone());
+            proptest::prop_assert!(matches!(encoded, Fields::Encoded(_)));
+            proptest::prop_assert_eq!(
+                encoded.to_fields_v1(),
+                first.union(&second).to_fields_v1()
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value, json};
 
 use super::fields::Fields;
+use super::set::Set;
 use super::updater::{Managers, Owned};
 use crate::custom::go_quoted;
 
@@ -143,6 +144,20 @@ impl ManagedFields {
     /// Whether no manager owns anything.
     pub fn is_empty(&self) -> bool {
         self.managers.is_empty()
+    }
+
+    /// Each manager's fields read into a set, so that they are written as this server writes
+    /// them (kube-apiserver decodes and encodes every entry); an entry that does not read as a
+    /// set is kept as it is.
+    pub fn read_into_sets(mut self) -> Self {
+        for owned in self.managers.values_mut() {
+            if let Fields::Encoded(json) = &owned.set
+                && let Some(set) = Set::from_fields_v1(json)
+            {
+                owned.set = Fields::Decoded(set);
+            }
+        }
+        self
     }
 
     /// Reads `managedFields` (absent or `null`: none); the first bad entry fails it all. Of two
