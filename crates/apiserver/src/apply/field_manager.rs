@@ -174,8 +174,11 @@ impl FieldManager {
         match ManagedFields::decode(requested) {
             // Sent back as read (an update of a read object): this server's own writing.
             Ok(managed) if !managed.is_empty() && requested == live_entries => managed,
-            // The client's own: read into sets, so that what is written is this server's.
-            Ok(managed) if !managed.is_empty() => managed.read_into_sets(),
+            // The client's own: read into sets, so that what is written is this server's; as
+            // in kube-apiserver, entries that do not read leave the live object's in force.
+            Ok(managed) if !managed.is_empty() => {
+                managed.read_into_sets().unwrap_or_else(live_fields)
+            }
             _ => live_fields(),
         }
     }

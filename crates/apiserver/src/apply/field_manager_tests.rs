@@ -147,6 +147,22 @@ fn managed_fields_a_client_writes_are_stored_as_the_server_writes_them() {
         owned_by(&new, "other"),
         json!({"f:metadata": {"f:labels": {"f:app": {}}}})
     );
+
+    // An entry that does not read as a set: the live object's entries stay in force.
+    let mut bad = live.clone();
+    bad["spec"]["replicas"] = json!(4);
+    bad["metadata"]["managedFields"] = json!([
+        {"manager": "other", "operation": "Update", "apiVersion": "apps/v1",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": 1}}},
+    ]);
+    manager("apps", "deployments", "").update(Some(&live), &mut bad, "scaler");
+    assert_eq!(
+        entries(&bad),
+        [
+            ("creator".into(), "Update".into(), String::new()),
+            ("scaler".into(), "Update".into(), String::new())
+        ]
+    );
 }
 
 #[test]

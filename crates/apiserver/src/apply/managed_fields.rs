@@ -147,17 +147,16 @@ impl ManagedFields {
     }
 
     /// Each manager's fields read into a set, so that they are written as this server writes
-    /// them (kube-apiserver decodes and encodes every entry); an entry that does not read as a
-    /// set is kept as it is.
-    pub fn read_into_sets(mut self) -> Self {
+    /// them (kube-apiserver decodes and encodes every entry); `None` if an entry does not read
+    /// as a set (a value under a key that is not an object), which fails kube-apiserver's
+    /// decoding too.
+    pub fn read_into_sets(mut self) -> Option<Self> {
         for owned in self.managers.values_mut() {
-            if let Fields::Encoded(json) = &owned.set
-                && let Some(set) = Set::from_fields_v1(json)
-            {
-                owned.set = Fields::Decoded(set);
+            if let Fields::Encoded(json) = &owned.set {
+                owned.set = Fields::Decoded(Set::from_fields_v1(json)?);
             }
         }
-        self
+        Some(self)
     }
 
     /// Reads `managedFields` (absent or `null`: none); the first bad entry fails it all. Of two
