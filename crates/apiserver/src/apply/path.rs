@@ -49,10 +49,7 @@ impl PathElement {
         use std::io::Write as _;
         // Writing to a Vec cannot fail; names are UTF-8 and JSON is written as UTF-8.
         match self {
-            Self::Field(name) => {
-                out.extend_from_slice(b"f:");
-                out.extend_from_slice(name.as_bytes());
-            }
+            Self::Field(name) => Self::write_field_fields_v1(name, out),
             Self::Key(fields) => {
                 // The key fields are sorted by name, as JSON objects are written here.
                 out.extend_from_slice(b"k:{");
@@ -74,6 +71,15 @@ impl PathElement {
                 let _ = write!(out, "i:{index}");
             }
         }
+    }
+
+    /// Appends the `FieldsV1` key of the field `name` (what [`write_fields_v1`] writes for
+    /// `Field(name)`), for a walker that has the name but no step.
+    ///
+    /// [`write_fields_v1`]: PathElement::write_fields_v1
+    pub fn write_field_fields_v1(name: &str, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"f:");
+        out.extend_from_slice(name.as_bytes());
     }
 
     /// Reads a step of `managedFields`; `None` for a kind of step this format does not have

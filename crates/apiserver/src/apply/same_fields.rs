@@ -95,13 +95,10 @@ impl Step<'_> {
         }
     }
 
-    /// Writes the step's `FieldsV1` key, as [`PathElement::write_fields_v1`] does.
+    /// Writes the step's `FieldsV1` key.
     fn write_fields_v1(&self, out: &mut Vec<u8>) {
         match self {
-            Self::Field(name) => {
-                out.extend_from_slice(b"f:");
-                out.extend_from_slice(name.as_bytes());
-            }
+            Self::Field(name) => PathElement::write_field_fields_v1(name, out),
             Self::Element(element) => element.write_fields_v1(out),
         }
     }

@@ -274,18 +274,7 @@ impl Type {
     /// counting references to it on each step would make both cores write to its counts.
     pub fn allowed_field(&self, name: &str) -> Option<(Cow<'_, Type>, Option<&Name>)> {
         match self {
-            Self::Root(inner) => match name {
-                "apiVersion" => Some((
-                    Cow::Owned(Self::Scalar(ScalarKind::String)),
-                    Some(&ROOT_NAMES[0]),
-                )),
-                "kind" => Some((
-                    Cow::Owned(Self::Scalar(ScalarKind::String)),
-                    Some(&ROOT_NAMES[1]),
-                )),
-                "metadata" => Some((Cow::Owned(message_type(OBJECT_META)), Some(&ROOT_NAMES[2]))),
-                _ => inner.allowed_field(name),
-            },
+            Self::Root(inner) => object_field(name).or_else(|| inner.allowed_field(name)),
             Self::Message(message) => message
                 .field(name)
                 .map(|(shared, ty)| (Cow::Borrowed(ty), Some(shared))),
@@ -394,31 +383,33 @@ fn schema_node(schema: &structural::Node, value: &Value) -> Node<'static> {
     }
 }
 
+/// The type and shared name of `apiVersion`, `kind` and `metadata`, which a whole object (or
+/// an embedded one) declares besides its kind's fields; `None` for any other name.
+fn object_field(name: &str) -> Option<(Cow<'static, Type>, Option<&'static Name>)> {
+    match name {
+        "apiVersion" => Some((
+            Cow::Owned(Type::Scalar(ScalarKind::String)),
+            Some(&ROOT_NAMES[0]),
+        )),
+        "kind" => Some((
+            Cow::Owned(Type::Scalar(ScalarKind::String)),
+            Some(&ROOT_NAMES[1]),
+        )),
+        "metadata" => Some((Cow::Owned(message_type(OBJECT_META)), Some(&ROOT_NAMES[2]))),
+        _ => None,
+    }
+}
+
 /// The type of field `name` of a CRD schema node (with its name when it is declared); `None`
 /// when the node does not allow it.
 fn schema_field<'a>(
     schema: &'a structural::Node,
     name: &str,
 ) -> Option<(Cow<'a, Type>, Option<&'a Name>)> {
-    if schema.embedded_resource {
-        match name {
-            "apiVersion" => {
-                return Some((
-                    Cow::Owned(Type::Scalar(ScalarKind::String)),
-                    Some(&ROOT_NAMES[0]),
-                ));
-            }
-            "kind" => {
-                return Some((
-                    Cow::Owned(Type::Scalar(ScalarKind::String)),
-                    Some(&ROOT_NAMES[1]),
-                ));
-            }
-            "metadata" => {
-                return Some((Cow::Owned(message_type(OBJECT_META)), Some(&ROOT_NAMES[2])));
-            }
-            _ => {}
-        }
+    if schema.embedded_resource
+        && let Some(field) = object_field(name)
+    {
+        return Some(field);
     }
     match schema.field(name) {
         Some((field, declared)) => Some((Cow::Owned(Type::Schema(field.clone())), declared)),
